@@ -1,0 +1,1 @@
+# Installation (filled in with the find_package config and pkg-config file).

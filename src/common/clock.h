@@ -1,0 +1,49 @@
+// Monotonic clocks and deadlines. All timeouts in zerowire are Deadlines computed once at the start of an
+// operation, so that retries and partial progress never extend the time a caller waits.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace zw {
+
+using Clock = std::chrono::steady_clock;
+
+// Nanoseconds on the monotonic clock (for timing, not for wall-clock time).
+inline uint64_t now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+}
+
+class Deadline {
+ public:
+  static Deadline never() { return Deadline(Clock::time_point::max()); }
+  static Deadline after(std::chrono::nanoseconds d) {
+    return d.count() <= 0 ? Deadline(Clock::now()) : Deadline(Clock::now() + d);
+  }
+  static Deadline after_seconds(double s) {
+    return after(std::chrono::nanoseconds(static_cast<int64_t>(s * 1e9)));
+  }
+  bool is_never() const { return at_ == Clock::time_point::max(); }
+  bool expired() const { return !is_never() && Clock::now() >= at_; }
+  // Milliseconds left, clamped to [0, INT32_MAX]; for poll(2) and friends.
+  int remaining_ms() const {
+    if (is_never()) return INT32_MAX;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(at_ - Clock::now()).count();
+    return left <= 0 ? 0 : (left > INT32_MAX ? INT32_MAX : static_cast<int>(left));
+  }
+  std::chrono::nanoseconds remaining() const {
+    if (is_never()) return std::chrono::nanoseconds::max();
+    auto left = at_ - Clock::now();
+    return left.count() <= 0 ? std::chrono::nanoseconds(0) : std::chrono::duration_cast<std::chrono::nanoseconds>(left);
+  }
+  Clock::time_point time_point() const { return at_; }
+  // The earlier of two deadlines.
+  static Deadline min(Deadline a, Deadline b) { return a.at_ < b.at_ ? a : b; }
+
+ private:
+  explicit Deadline(Clock::time_point at) : at_(at) {}
+  Clock::time_point at_;
+};
+
+}  // namespace zw

@@ -1,0 +1,166 @@
+// The knob table and its parser.
+#include "common/knobs.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <variant>
+
+extern char** environ;
+
+namespace zw {
+namespace {
+
+using Field = std::variant<std::string Knobs::*, int64_t Knobs::*, double Knobs::*>;
+
+struct Row {
+  KnobInfo info;
+  Field field;
+};
+
+// clang-format off
+const Row kKnobTable[] = {
+  {{"ZW_DEBUG", KnobType::kString, "WARN", "log level: NONE, WARN, INFO or TRACE", false}, &Knobs::debug},
+  {{"ZW_DEBUG_SUBSYS", KnobType::kString, "ALL", "subsystems to log: ALL, INIT,BOOT,SHM,TCP,VERBS,CUDA,COLL,ZERO,OPT,TOOL, or ^list", false}, &Knobs::debug_subsys},
+  {{"ZW_RANK", KnobType::kInt, "-1", "rank of this process (set by zwrun; -1 = discover from torchrun/Slurm/Open MPI variables)", false}, &Knobs::rank},
+  {{"ZW_WORLD_SIZE", KnobType::kInt, "-1", "number of ranks in the job", false}, &Knobs::world_size},
+  {{"ZW_LOCAL_RANK", KnobType::kInt, "-1", "rank among the processes of this host", false}, &Knobs::local_rank},
+  {{"ZW_LOCAL_WORLD_SIZE", KnobType::kInt, "-1", "number of ranks on this host", false}, &Knobs::local_world_size},
+  {{"ZW_STORE_ADDR", KnobType::kString, "", "host:port of the bootstrap store (rank 0 serves it when the port is free)", false}, &Knobs::store_addr},
+  {{"ZW_AUTH_TOKEN", KnobType::kString, "", "shared secret presented on every store connection (zwrun generates one)", true}, &Knobs::auth_token},
+  {{"ZW_TRANSPORT", KnobType::kString, "shm", "data transport between ranks: shm (one host) or tcp", false}, &Knobs::transport},
+  {{"ZW_TIMEOUT", KnobType::kDouble, "300", "seconds a pending operation waits for a peer before failing with its name", false}, &Knobs::timeout_s},
+  {{"ZW_ALGO", KnobType::kString, "auto", "collective algorithm: auto (cost model), ring or tree", false}, &Knobs::algo},
+  {{"ZW_TREE_THRESHOLD", KnobType::kBytes, "64K", "with ZW_ALGO=auto, ops of fewer bytes than this use tree/log-latency algorithms", false}, &Knobs::tree_threshold},
+  {{"ZW_CHUNK_BYTES", KnobType::kBytes, "1M", "pipeline chunk of the ring algorithms", false}, &Knobs::chunk_bytes},
+  {{"ZW_SLOTS", KnobType::kInt, "4", "chunks in flight per peer (staging slots of reductions)", false}, &Knobs::slots},
+  {{"ZW_STORE_MAX_FRAME", KnobType::kBytes, "64M", "largest store request or value accepted, bytes", false}, &Knobs::store_max_frame},
+  {{"ZW_TCP_CONNS_PER_PEER", KnobType::kInt, "1", "tcp sockets per peer; large writes are striped across them", false}, &Knobs::tcp_conns_per_peer},
+  {{"ZW_TCP_SOCKBUF", KnobType::kBytes, "4M", "tcp SO_SNDBUF and SO_RCVBUF", false}, &Knobs::tcp_sockbuf},
+  {{"ZW_TCP_LISTEN_ADDR", KnobType::kString, "", "address the tcp transport listens on (empty: the address that reaches the store)", false}, &Knobs::tcp_listen_addr},
+  {{"ZW_SHM_SPIN_US", KnobType::kInt, "50", "microseconds a waiting rank polls before sleeping on a futex", false}, &Knobs::shm_spin_us},
+};
+// clang-format on
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+bool assign(Knobs* k, const Row& row, const std::string& text) {
+  if (auto* s = std::get_if<std::string Knobs::*>(&row.field)) {
+    k->*(*s) = text;
+    return true;
+  }
+  if (auto* i = std::get_if<int64_t Knobs::*>(&row.field)) {
+    if (row.info.type == KnobType::kBytes) return parse_bytes(text, &(k->*(*i)));
+    char* end = nullptr;
+    long long v = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0') return false;
+    k->*(*i) = v;
+    return true;
+  }
+  auto d = std::get<double Knobs::*>(row.field);
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || v < 0) return false;
+  k->*d = v;
+  return true;
+}
+
+}  // namespace
+
+bool parse_bytes(const std::string& text, int64_t* out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (end == text.c_str() || v < 0) return false;
+  int64_t mult = 1;
+  std::string suffix(end);
+  if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1LL << 10;
+  else if (suffix == "M" || suffix == "m" || suffix == "MiB") mult = 1LL << 20;
+  else if (suffix == "G" || suffix == "g" || suffix == "GiB") mult = 1LL << 30;
+  else if (!suffix.empty()) return false;
+  *out = v * mult;
+  return true;
+}
+
+const std::vector<KnobInfo>& knob_table() {
+  static const std::vector<KnobInfo> table = [] {
+    std::vector<KnobInfo> out;
+    for (const Row& row : kKnobTable) out.push_back(row.info);
+    return out;
+  }();
+  return table;
+}
+
+Knobs parse_knobs(const std::function<const char*(const char*)>& lookup, std::vector<std::string>* warnings) {
+  Knobs k;
+  for (const Row& row : kKnobTable) {
+    bool ok = assign(&k, row, row.info.default_value);
+    (void)ok;  // defaults are valid by construction (tested)
+    const char* value = lookup(row.info.name);
+    if (value == nullptr) continue;
+    if (!assign(&k, row, value) && warnings) {
+      warnings->push_back(std::string(row.info.name) + "='" + value + "' is not a valid " +
+                          (row.info.type == KnobType::kBytes ? "byte count (e.g. 64K, 1M)" : "value") +
+                          "; using the default " + row.info.default_value);
+      assign(&k, row, row.info.default_value);
+    }
+  }
+  return k;
+}
+
+std::string knob_value_string(const Knobs& k, const KnobInfo& info) {
+  for (const Row& row : kKnobTable) {
+    if (std::strcmp(row.info.name, info.name) != 0) continue;
+    std::string value;
+    if (auto* s = std::get_if<std::string Knobs::*>(&row.field)) value = k.*(*s);
+    else if (auto* i = std::get_if<int64_t Knobs::*>(&row.field)) value = std::to_string(k.*(*i));
+    else {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%g", k.*std::get<double Knobs::*>(row.field));
+      value = buf;
+    }
+    if (info.secret && !value.empty()) value = "(set, hidden)";
+    return std::string(info.name) + "=" + value;
+  }
+  return std::string(info.name) + "=?";
+}
+
+const Knobs& knobs() {
+  static const Knobs k = [] {
+    std::vector<std::string> warnings;
+    Knobs parsed = parse_knobs([](const char* name) { return std::getenv(name); }, &warnings);
+    // An unknown ZW_* variable is almost always a typo of a real knob.
+    for (char** e = environ; e && *e; ++e) {
+      std::string entry(*e);
+      if (entry.rfind("ZW_", 0) != 0) continue;
+      std::string name = entry.substr(0, entry.find('='));
+      const KnobInfo* nearest = nullptr;
+      size_t best = SIZE_MAX;
+      for (const Row& row : kKnobTable) {
+        size_t d = edit_distance(name, row.info.name);
+        if (d < best) best = d, nearest = &row.info;
+      }
+      if (best != 0 && nearest)
+        warnings.push_back("unknown environment variable " + name + " (did you mean " + nearest->name + "?)");
+    }
+    // Logging depends on knobs, so report through stderr directly rather than through ZW_WARN.
+    for (const std::string& w : warnings) std::fprintf(stderr, "zerowire WARN %s\n", w.c_str());
+    return parsed;
+  }();
+  return k;
+}
+
+}  // namespace zw

@@ -1,0 +1,63 @@
+// The knob table: every ZW_* environment variable, declared once with its type, default and description,
+// parsed once into an immutable Knobs struct and dumped by `zw_info --params`.
+//
+// Adding a knob = one field in Knobs + one row in kKnobTable (knobs.cc). Code reads knobs() and never calls
+// getenv for a ZW_* name. Values parsed from a malformed variable fall back to the default with a warning
+// that names the variable; an unknown ZW_* variable gets a warning with the nearest known name.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace zw {
+
+struct Knobs {
+  std::string debug;           // ZW_DEBUG: NONE, WARN, INFO or TRACE
+  std::string debug_subsys;    // ZW_DEBUG_SUBSYS: ALL, a comma list, or ^list to exclude
+  int64_t rank;                // ZW_RANK: this process's rank (-1: discover from other launchers)
+  int64_t world_size;          // ZW_WORLD_SIZE
+  int64_t local_rank;          // ZW_LOCAL_RANK
+  int64_t local_world_size;    // ZW_LOCAL_WORLD_SIZE
+  std::string store_addr;      // ZW_STORE_ADDR: host:port of the bootstrap store
+  std::string auth_token;      // ZW_AUTH_TOKEN: shared secret every store connection presents
+  std::string transport;       // ZW_TRANSPORT: shm or tcp
+  double timeout_s;            // ZW_TIMEOUT: seconds before a pending operation fails
+  std::string algo;            // ZW_ALGO: auto, ring or tree
+  int64_t tree_threshold;      // ZW_TREE_THRESHOLD: ops below this many bytes use tree algorithms
+  int64_t chunk_bytes;         // ZW_CHUNK_BYTES: pipeline chunk size of ring algorithms
+  int64_t slots;               // ZW_SLOTS: chunks in flight per peer
+  int64_t store_max_frame;     // ZW_STORE_MAX_FRAME: largest store frame accepted, bytes
+  int64_t tcp_conns_per_peer;  // ZW_TCP_CONNS_PER_PEER: sockets per peer pair, writes striped across them
+  int64_t tcp_sockbuf;         // ZW_TCP_SOCKBUF: SO_SNDBUF/SO_RCVBUF, bytes
+  std::string tcp_listen_addr; // ZW_TCP_LISTEN_ADDR: address the tcp transport listens on ("" = auto)
+  int64_t shm_spin_us;         // ZW_SHM_SPIN_US: busy-poll time before sleeping on a futex
+};
+
+enum class KnobType { kString, kInt, kBytes, kDouble };
+
+struct KnobInfo {
+  const char* name;         // environment variable
+  KnobType type;            // how the value is parsed
+  const char* default_value;
+  const char* description;
+  bool secret;              // value is masked in dumps
+};
+
+// The process-wide knobs, parsed from the environment on first use.
+const Knobs& knobs();
+
+// Parses knobs from an arbitrary lookup (tests pass a map); `warnings` receives one line per problem.
+Knobs parse_knobs(const std::function<const char*(const char*)>& lookup, std::vector<std::string>* warnings);
+
+// Every knob's description, in table order.
+const std::vector<KnobInfo>& knob_table();
+
+// "NAME=value" of knob `info` in `k`, value masked when secret.
+std::string knob_value_string(const Knobs& k, const KnobInfo& info);
+
+// Parses "64K", "1M", "2G", "123" (powers of 1024). Returns false on malformed input.
+bool parse_bytes(const std::string& text, int64_t* out);
+
+}  // namespace zw
