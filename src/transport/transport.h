@@ -9,7 +9,9 @@
 // The peer sees Notify and Control messages through poll(), in the order they were posted on that endpoint
 // (writes striped over several connections may reorder with later control messages; callers match by tag).
 //
-// Completion model: write() and send() never block on the peer; local completion of writes is a counter
+// Completion model: write() and send() do not wait for the peer to act, except that a backend with bounded
+// inbound queues (shm) waits while the peer's queue is full, at most ZW_TIMEOUT, draining its own inbound
+// messages meanwhile so two ranks flooding each other cannot deadlock. Local completion of writes is a counter
 // (writes_completed()) that reaches the number of writes posted once every source buffer may be reused.
 // The first error of an endpoint is sticky: every later call returns it, and it names the peer.
 //

@@ -1,0 +1,107 @@
+// zerowire/communicator.h — communicators, asynchronous work handles and the collective operations.
+//
+// A Communicator is a group of ranks connected through one transport. Collectives are free functions over a
+// CollectiveOptions struct; each validates its arguments in the caller's thread (a usage error returns before
+// anything is communicated), then enqueues the operation on the communicator's worker and returns a Work.
+// Operations run in the order they were issued, each with a sequence number and a description (op, count,
+// dtype, reduction, root, algorithm) that peers compare: ranks that issue different operations fail with an
+// error naming the disagreeing ranks. After any failure (desync, dead peer, timeout) the communicator is
+// aborted: pending and later operations fail with the first error, which names the peer and its host.
+//
+// Count semantics follow NCCL: all_gather's count is per rank (output holds world_size·count elements),
+// reduce_scatter's count is per rank (input holds world_size·count), the others' count is the whole buffer.
+// In-place: all_gather with input == output + rank·count, reduce_scatter with output == input + rank·count,
+// all_reduce/broadcast/reduce with input == output. Any other overlap of input and output is an error.
+//
+// Threading: collectives may be issued from one thread at a time per communicator; Work handles may be
+// waited on from any thread. Non-goals here: device memory and streams (the GPU issue), groups of ops.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "zerowire/status.h"
+#include "zerowire/store.h"
+#include "zerowire/types.h"
+
+namespace zw {
+
+namespace internal {
+class WorkState;
+class CommImpl;
+}  // namespace internal
+
+// Completion handle of one operation. Copyable; all copies observe the same operation.
+class Work {
+ public:
+  Work() = default;  // an already-completed, successful operation
+  explicit Work(std::shared_ptr<internal::WorkState> state) : state_(std::move(state)) {}
+
+  // Waits until the operation finished and returns its status. With a timeout, returns kTimeout if it has
+  // not finished by then (the operation itself goes on; its own deadline is the communicator's timeout).
+  Status wait() const;
+  Status wait(std::chrono::milliseconds timeout) const;
+  // True once the operation finished (successfully or not).
+  bool test() const;
+
+ private:
+  std::shared_ptr<internal::WorkState> state_;
+};
+
+struct CommConfig {
+  std::string transport;             // "shm" or "tcp"; empty = ZW_TRANSPORT
+  double timeout_s = -1;             // per-operation deadline; < 0 = ZW_TIMEOUT
+  std::string algo;                  // "auto", "ring" or "tree"; empty = ZW_ALGO
+  int64_t tree_threshold = -1;       // bytes below which auto picks tree; < 0 = ZW_TREE_THRESHOLD
+  int64_t chunk_bytes = -1;          // ring pipeline chunk; < 0 = ZW_CHUNK_BYTES
+  int64_t slots = -1;                // chunks in flight per peer; < 0 = ZW_SLOTS
+  std::string name = "default";      // distinguishes several communicators sharing one store
+};
+
+class Communicator {
+ public:
+  // Collective over the store: every rank of [0, world_size) calls it with the same config.name.
+  static Result<std::unique_ptr<Communicator>> create(std::shared_ptr<Store> store, int rank, int world_size,
+                                                      const CommConfig& config = {});
+  // Rank, size and store from the environment (zwrun, torchrun, Slurm, Open MPI; see bootstrap.h).
+  static Result<std::unique_ptr<Communicator>> create_from_environment(const CommConfig& config = {});
+
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int size() const;
+  const char* transport_name() const;
+  // "rank 3 (host node7, pid 4242)".
+  std::string describe_rank(int rank) const;
+  // Fails pending and future operations with `reason` and tells the peers.
+  void abort(const Status& reason);
+
+  internal::CommImpl& impl() { return *impl_; }
+
+ private:
+  explicit Communicator(std::unique_ptr<internal::CommImpl> impl);
+  std::unique_ptr<internal::CommImpl> impl_;
+};
+
+struct CollectiveOptions {
+  MemRef input;                       // send buffer (unused by barrier; by broadcast only on the root)
+  MemRef output;                      // receive buffer (reduce: only on the root)
+  size_t count = 0;                   // elements, with NCCL's meaning per operation (see above)
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;       // reductions only
+  int root = 0;                       // broadcast and reduce
+  std::chrono::milliseconds timeout{0};  // 0 = the communicator's timeout
+};
+
+Result<Work> all_gather(Communicator& comm, const CollectiveOptions& options);
+Result<Work> reduce_scatter(Communicator& comm, const CollectiveOptions& options);
+Result<Work> all_reduce(Communicator& comm, const CollectiveOptions& options);
+Result<Work> broadcast(Communicator& comm, const CollectiveOptions& options);
+Result<Work> reduce(Communicator& comm, const CollectiveOptions& options);
+Result<Work> barrier(Communicator& comm);
+
+}  // namespace zw

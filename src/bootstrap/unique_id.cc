@@ -1,0 +1,122 @@
+// create_unique_id / connect_unique_id, mirroring ncclGetUniqueId: the id carries "address\0token", where the
+// address names a store server this process starts and the token is 128 random bits in hex.
+//
+// Servers started here live in a process-wide registry until exit. Non-goals: ids that outlive the process
+// that created them, encryption of the token (the id is the secret; pass it over a trusted channel).
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "bootstrap/store_util.h"
+#include "common/knobs.h"
+#include "common/log.h"
+#include "common/socket.h"
+#include "zerowire/bootstrap.h"
+
+namespace zw {
+namespace {
+
+constexpr size_t kTokenBytes = 16;
+constexpr size_t kTokenHex = 2 * kTokenBytes;
+
+// Servers started by create_unique_id, kept until exit.
+class Registry {
+ public:
+  static Registry& instance() {
+    // Touch the logging settings first so that they are destroyed after the registry (whose servers' threads
+    // may log until they are joined).
+    (void)log::enabled(log::Level::kWarn, log::Subsys::kBoot);
+    static Registry registry;
+    return registry;
+  }
+  void keep(std::unique_ptr<TcpStoreServer> server) {
+    std::lock_guard<std::mutex> lock(mu_);
+    servers_.push_back(std::move(server));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<TcpStoreServer>> servers_;
+};
+
+Result<std::string> random_token() {
+  unsigned char raw[kTokenBytes];
+  size_t got = 0;
+  while (got < sizeof raw) {
+    ssize_t n = ::getrandom(raw + got, sizeof raw - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return system_error("getrandom", errno);
+    got += static_cast<size_t>(n);
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : raw) {
+    token.push_back(kHex[b >> 4]);
+    token.push_back(kHex[b & 15]);
+  }
+  return token;
+}
+
+Status malformed(const std::string& why) {
+  return Status(Code::kInvalidArgument, "malformed unique id (" + why +
+                                            "): pass the bytes create_unique_id returned on the root rank, "
+                                            "unchanged, to every rank");
+}
+
+struct Decoded {
+  std::string address;  // host:port of the store
+  std::string token;    // hex token
+};
+
+Result<Decoded> decode(const UniqueId& id) {
+  const char* b = id.bytes;
+  const size_t n = sizeof id.bytes;
+  const char* addr_end = static_cast<const char*>(std::memchr(b, '\0', n));
+  if (addr_end == nullptr) return malformed("no terminator after the address");
+  if (addr_end == b) return malformed("empty address");
+  const char* token = addr_end + 1;
+  const char* token_end = static_cast<const char*>(std::memchr(token, '\0', static_cast<size_t>(b + n - token)));
+  if (token_end == nullptr) return malformed("no terminator after the token");
+  Decoded d{std::string(b, addr_end), std::string(token, token_end)};
+  if (d.token.size() != kTokenHex) return malformed("token is not " + std::to_string(kTokenHex) + " hex digits");
+  for (char c : d.token)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return malformed("token is not hex");
+  for (const char* p = token_end; p < b + n; ++p)
+    if (*p != '\0') return malformed("bytes after the token are not zero");
+  for (char c : d.address)
+    if (c < 0x21 || c > 0x7e) return malformed("address has unprintable characters");
+  Result<net::HostPort> hp = net::parse_host_port(d.address);
+  if (!hp.ok()) return malformed(hp.status().message());
+  return d;
+}
+
+}  // namespace
+
+Result<UniqueId> create_unique_id() {
+  ZW_ASSIGN_OR_RETURN(std::string token, random_token());
+  TcpStoreServerOptions options;
+  options.listen_address = "0.0.0.0:0";
+  options.auth_token = token;
+  int64_t max_frame = knobs().store_max_frame;
+  if (max_frame > 0) options.max_frame_bytes = static_cast<size_t>(max_frame);
+  ZW_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreServer> server, start_tcp_store_server(options));
+  std::string address = net::HostPort{net::hostname(), server->port()}.to_string();
+  UniqueId id{};
+  if (address.size() + 1 + token.size() + 1 > sizeof id.bytes)
+    return Status(Code::kInvalidArgument, "host name '" + net::hostname() + "' is too long for a unique id");
+  std::memcpy(id.bytes, address.data(), address.size());
+  std::memcpy(id.bytes + address.size() + 1, token.data(), token.size());
+  Registry::instance().keep(std::move(server));
+  ZW_INFO(kBoot, "created unique id for the store at %s", address.c_str());
+  return id;
+}
+
+Result<std::shared_ptr<Store>> connect_unique_id(const UniqueId& id, Store::Timeout timeout) {
+  ZW_ASSIGN_OR_RETURN(Decoded d, decode(id));
+  return connect_tcp_store(d.address, d.token, timeout);
+}
+
+}  // namespace zw

@@ -1,0 +1,75 @@
+// Collective algorithms, each a small file, all written against OpContext (rendezvous, scratch, tuning).
+//
+// Buffers are (RegBuf, base offset) pairs; a BlockLayout says which bytes of the whole vector belong to each
+// rank, so all_reduce can split a count that world_size does not divide. Algorithms assume arguments were
+// validated; avg reductions arrive as sum (the caller scales the result).
+//   ring_all_gather      pipelined ring; chunk slices of every block move one hop per step
+//   ring_reduce_scatter  pipelined ring; received slices land in scratch slots, are reduced, forwarded
+//   tree_all_gather      recursive doubling (non-powers of two fold the extra ranks in and out)
+//   tree_reduce_scatter  recursive halving (same folding)
+//   broadcast_pipelined  binomial tree or chain, chunk-pipelined
+//   reduce_pipelined     binomial tree or chain, chunk-pipelined
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "collectives/buffers.h"
+#include "collectives/comm_impl.h"
+#include "collectives/op_desc.h"
+
+namespace zw::internal {
+
+class BlockLayout {
+ public:
+  // n equal blocks of `block_bytes`.
+  static BlockLayout equal(int n, size_t block_bytes);
+  // `count` elements of `elem` bytes split over n blocks as evenly as whole elements allow.
+  static BlockLayout balanced(int n, size_t count, size_t elem);
+
+  int blocks() const { return static_cast<int>(offsets_.size()) - 1; }
+  size_t offset(int b) const { return offsets_[b]; }
+  size_t bytes(int b) const { return offsets_[b + 1] - offsets_[b]; }
+  size_t total() const { return offsets_.back(); }
+  size_t max_block() const;
+
+ private:
+  std::vector<size_t> offsets_;  // blocks()+1 entries; block b is [offsets_[b], offsets_[b+1])
+};
+
+// A registered buffer and the offset of the operation's data inside it.
+struct BufRef {
+  RegBuf reg;
+  size_t base = 0;
+  std::byte* at(size_t offset) const { return reg.data() + base + offset; }
+};
+
+// Tag phases keep the sub-operations of one collective apart.
+enum : unsigned { kPhaseGather = 0, kPhaseReduce = 1, kPhaseRoot = 2 };
+
+// `out` already holds this rank's block; on return it holds every block.
+Status ring_all_gather(OpContext& ctx, const BufRef& out, const BlockLayout& layout);
+Status tree_all_gather(OpContext& ctx, const BufRef& out, const BlockLayout& layout);
+
+// Reduces `in` (the whole vector) across ranks; this rank's block of the result goes to `out` (block-sized).
+Status ring_reduce_scatter(OpContext& ctx, const BufRef& in, const BufRef& out, const BlockLayout& layout,
+                           DataType dtype, ReduceOp op);
+Status tree_reduce_scatter(OpContext& ctx, const BufRef& in, const BufRef& out, const BlockLayout& layout,
+                           DataType dtype, ReduceOp op);
+
+// Root sends `src` (bytes long); every other rank receives into `dst`. Tree = binomial, ring = chain.
+Status broadcast_pipelined(OpContext& ctx, Algo shape, int root, const BufRef& src, const BufRef& dst, size_t bytes);
+
+// Reduces `in` (count elements) onto `out` at the root. Tree = binomial, ring = chain.
+Status reduce_pipelined(OpContext& ctx, Algo shape, int root, const BufRef& in, const BufRef& out, size_t count,
+                        DataType dtype, ReduceOp op);
+
+// Parent and children of `rank` in a tree rooted at `root` (binomial for kTree, a chain for kRing); children in
+// the order they should be served.
+struct TreeLinks {
+  int parent = -1;
+  std::vector<int> children;
+};
+TreeLinks tree_links(Algo shape, int rank, int size, int root);
+
+}  // namespace zw::internal

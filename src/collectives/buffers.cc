@@ -1,0 +1,69 @@
+// Registration cache and scratch arena.
+#include "collectives/buffers.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace zw::internal {
+
+Result<RegBuf> RegistrationCache::get(MemRef mem) {
+  ++clock_;
+  for (auto& e : entries_) {
+    const MemRef& m = e->mr->mem();
+    if (m.kind == mem.kind && m.contains(mem.ptr, mem.bytes)) {
+      e->last_use = clock_;
+      return RegBuf{e->mr.get(), &e->key};
+    }
+  }
+  ZW_ASSIGN_OR_RETURN(auto mr, transport_.register_memory(mem));
+  if (entries_.size() >= capacity_) {
+    auto lru = std::min_element(entries_.begin(), entries_.end(),
+                                [](const auto& a, const auto& b) { return a->last_use < b->last_use; });
+    entries_.erase(lru);
+  }
+  auto entry = std::make_unique<Entry>();
+  entry->key = mr->remote_key();
+  entry->mr = std::move(mr);
+  entry->last_use = clock_;
+  entries_.push_back(std::move(entry));
+  return RegBuf{entries_.back()->mr.get(), &entries_.back()->key};
+}
+
+Result<void*> alloc_huge(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return system_error("mmap of " + std::to_string(bytes) + " bytes of scratch", errno);
+  madvise(p, bytes, MADV_HUGEPAGE);  // advisory: ignored where transparent huge pages are off
+  std::memset(p, 0, bytes);          // fault every page in now, not on the data path
+  return p;
+}
+
+void free_huge(void* p, size_t bytes) {
+  if (p) munmap(p, bytes);
+}
+
+ScratchArena::~ScratchArena() {
+  mr_.reset();
+  free_huge(base_, bytes_);
+}
+
+Result<RegBuf> ScratchArena::get(size_t bytes) {
+  bytes = std::max<size_t>(bytes, 4096);
+  if (bytes > bytes_) {
+    size_t grown = std::max(bytes, bytes_ * 2);
+    grown = (grown + (2u << 20) - 1) & ~size_t((2u << 20) - 1);  // whole 2 MiB huge pages
+    mr_.reset();
+    free_huge(base_, bytes_);
+    base_ = nullptr;
+    bytes_ = 0;
+    ZW_ASSIGN_OR_RETURN(base_, alloc_huge(grown));
+    bytes_ = grown;
+    ZW_ASSIGN_OR_RETURN(mr_, transport_.register_memory(MemRef::host(base_, bytes_)));
+    key_ = mr_->remote_key();
+  }
+  return RegBuf{mr_.get(), &key_};
+}
+
+}  // namespace zw::internal

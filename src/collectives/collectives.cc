@@ -1,0 +1,195 @@
+// The public collectives: argument validation in the caller's thread, algorithm choice, and the task that
+// the communicator's worker runs.
+#include "collectives/algorithms.h"
+#include "collectives/kernels/reduce.h"
+#include "zerowire/communicator.h"
+
+namespace zw {
+namespace {
+
+using internal::Algo;
+using internal::BlockLayout;
+using internal::BufRef;
+using internal::OpContext;
+using internal::OpDesc;
+using internal::OpKind;
+
+// Builds usage errors that name the operation and the rank: "all_gather on rank 2: ...".
+struct Checker {
+  const char* op;
+  int rank;
+  Status fail(const std::string& what) const {
+    return Status(Code::kInvalidArgument, std::string(op) + " on rank " + std::to_string(rank) + ": " + what);
+  }
+  Status buffer(const char* which, const MemRef& m, size_t need) const {
+    if (need == 0) return Status();
+    if (m.ptr == nullptr) return fail(std::string(which) + " buffer is null but " + std::to_string(need) + " bytes are needed");
+    if (m.bytes < need)
+      return fail(std::string(which) + " buffer holds " + std::to_string(m.bytes) + " bytes but the operation needs " +
+                  std::to_string(need));
+    if (m.kind != MemKind::kHost)
+      return Status(Code::kUnsupported, std::string(op) + " on rank " + std::to_string(rank) + ": " + which +
+                                            " is " + mem_kind_name(m.kind) +
+                                            " memory, which this build's transports cannot move yet (host only)");
+    return Status();
+  }
+  Status types(DataType dtype, ReduceOp redop, bool reduces) const {
+    if (static_cast<int>(dtype) >= kNumDataTypes) return fail("unknown data type");
+    if (!reduces) return Status();
+    if (static_cast<int>(redop) >= kNumReduceOps) return fail("unknown reduction op");
+    if (!reduce_op_supported(dtype, redop))
+      return fail(std::string("reduction ") + reduce_op_name(redop) + " is not defined for " + dtype_name(dtype) +
+                  " (use sum and divide, or a floating-point type)");
+    return Status();
+  }
+  // Input and output may be the same bytes (in-place, `in_place`) or disjoint, nothing else.
+  Status overlap(const MemRef& in, size_t in_bytes, const MemRef& out, size_t out_bytes, bool in_place,
+                 const char* rule) const {
+    if (in_place || !ranges_overlap(in.ptr, in_bytes, out.ptr, out_bytes)) return Status();
+    return fail(std::string("input and output overlap without being in-place (") + rule + ")");
+  }
+};
+
+ReduceOp algo_op(ReduceOp op) { return op == ReduceOp::kAvg ? ReduceOp::kSum : op; }
+
+void finish_avg(ReduceOp op, DataType dtype, std::byte* data, size_t count, int size) {
+  if (op == ReduceOp::kAvg) kernels::scale(dtype, data, data, count, 1.0 / size);
+}
+
+Result<BufRef> registered(OpContext& ctx, const MemRef& mem, size_t bytes) {
+  ZW_ASSIGN_OR_RETURN(internal::RegBuf reg, ctx.registry.get(mem.slice(0, bytes)));
+  return BufRef{reg, reg.offset_of(mem.ptr)};
+}
+
+}  // namespace
+
+Result<Work> all_gather(Communicator& comm, const CollectiveOptions& o) {
+  const int n = comm.size(), r = comm.rank();
+  const size_t block = o.count * dtype_size(o.dtype), total = block * n;
+  const Checker check{"all_gather", r};
+  ZW_TRY(check.types(o.dtype, o.op, false));
+  ZW_TRY(check.buffer("input", o.input, block));
+  ZW_TRY(check.buffer("output", o.output, total));
+  const bool in_place = o.input.ptr == o.output.data() + r * block;
+  ZW_TRY(check.overlap(o.input, block, o.output, total, in_place, "in-place means input == output + rank*count"));
+  OpDesc desc{OpKind::kAllGather, comm.impl().choose_algo(total), o.dtype, ReduceOp::kSum, 0, o.count};
+  return comm.impl().enqueue(desc, o.timeout, [=](OpContext& ctx) -> Status {
+    if (total == 0) return Status();
+    ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, total));
+    if (!in_place) kernels::copy(out.at(r * block), o.input.ptr, block);
+    const BlockLayout layout = BlockLayout::equal(n, block);
+    return desc.algo == Algo::kRing ? ring_all_gather(ctx, out, layout) : tree_all_gather(ctx, out, layout);
+  });
+}
+
+Result<Work> reduce_scatter(Communicator& comm, const CollectiveOptions& o) {
+  const int n = comm.size(), r = comm.rank();
+  const size_t block = o.count * dtype_size(o.dtype), total = block * n;
+  const Checker check{"reduce_scatter", r};
+  ZW_TRY(check.types(o.dtype, o.op, true));
+  ZW_TRY(check.buffer("input", o.input, total));
+  ZW_TRY(check.buffer("output", o.output, block));
+  const bool in_place = o.output.ptr == o.input.data() + r * block;
+  ZW_TRY(check.overlap(o.input, total, o.output, block, in_place, "in-place means output == input + rank*count"));
+  OpDesc desc{OpKind::kReduceScatter, comm.impl().choose_algo(total), o.dtype, o.op, 0, o.count};
+  return comm.impl().enqueue(desc, o.timeout, [=](OpContext& ctx) -> Status {
+    if (total == 0) return Status();
+    ZW_ASSIGN_OR_RETURN(BufRef in, registered(ctx, o.input, total));
+    ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, block));
+    const BlockLayout layout = BlockLayout::equal(n, block);
+    ReduceOp op = algo_op(o.op);
+    ZW_TRY(desc.algo == Algo::kRing ? ring_reduce_scatter(ctx, in, out, layout, o.dtype, op)
+                                    : tree_reduce_scatter(ctx, in, out, layout, o.dtype, op));
+    finish_avg(o.op, o.dtype, out.at(0), o.count, n);
+    return Status();
+  });
+}
+
+Result<Work> all_reduce(Communicator& comm, const CollectiveOptions& o) {
+  const int n = comm.size(), r = comm.rank();
+  const size_t elem = dtype_size(o.dtype), total = o.count * elem;
+  const Checker check{"all_reduce", r};
+  ZW_TRY(check.types(o.dtype, o.op, true));
+  ZW_TRY(check.buffer("input", o.input, total));
+  ZW_TRY(check.buffer("output", o.output, total));
+  ZW_TRY(check.overlap(o.input, total, o.output, total, o.input.ptr == o.output.ptr, "in-place means input == output"));
+  OpDesc desc{OpKind::kAllReduce, comm.impl().choose_algo(total), o.dtype, o.op, 0, o.count};
+  return comm.impl().enqueue(desc, o.timeout, [=](OpContext& ctx) -> Status {
+    if (total == 0) return Status();
+    ZW_ASSIGN_OR_RETURN(BufRef in, registered(ctx, o.input, total));
+    ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, total));
+    const BlockLayout layout = BlockLayout::balanced(n, o.count, elem);
+    const BufRef mine{out.reg, out.base + layout.offset(r)};
+    ReduceOp op = algo_op(o.op);
+    bool ring = desc.algo == Algo::kRing;
+    ZW_TRY(ring ? ring_reduce_scatter(ctx, in, mine, layout, o.dtype, op)
+                : tree_reduce_scatter(ctx, in, mine, layout, o.dtype, op));
+    finish_avg(o.op, o.dtype, mine.at(0), layout.bytes(r) / elem, n);
+    return ring ? ring_all_gather(ctx, out, layout) : tree_all_gather(ctx, out, layout);
+  });
+}
+
+Result<Work> broadcast(Communicator& comm, const CollectiveOptions& o) {
+  const int n = comm.size(), r = comm.rank();
+  const size_t total = o.count * dtype_size(o.dtype);
+  const Checker check{"broadcast", r};
+  ZW_TRY(check.types(o.dtype, o.op, false));
+  if (o.root < 0 || o.root >= n)
+    return check.fail("root " + std::to_string(o.root) + " is outside 0.." + std::to_string(n - 1));
+  const bool is_root = o.root == r;
+  if (is_root) ZW_TRY(check.buffer("input", o.input, total));
+  ZW_TRY(check.buffer("output", o.output, total));
+  const bool in_place = !is_root || o.input.ptr == o.output.ptr;
+  ZW_TRY(check.overlap(o.input, total, o.output, total, in_place, "in-place means input == output"));
+  OpDesc desc{OpKind::kBroadcast, comm.impl().choose_algo(total), o.dtype, ReduceOp::kSum,
+              static_cast<uint32_t>(o.root), o.count};
+  return comm.impl().enqueue(desc, o.timeout, [=](OpContext& ctx) -> Status {
+    if (total == 0) return Status();
+    ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, total));
+    BufRef src = out;
+    if (is_root && o.input.ptr != o.output.ptr) {
+      ZW_ASSIGN_OR_RETURN(src, registered(ctx, o.input, total));
+      kernels::copy(out.at(0), src.at(0), total);
+    }
+    return broadcast_pipelined(ctx, desc.algo, o.root, src, out, total);
+  });
+}
+
+Result<Work> reduce(Communicator& comm, const CollectiveOptions& o) {
+  const int n = comm.size(), r = comm.rank();
+  const size_t total = o.count * dtype_size(o.dtype);
+  const Checker check{"reduce", r};
+  ZW_TRY(check.types(o.dtype, o.op, true));
+  if (o.root < 0 || o.root >= n)
+    return check.fail("root " + std::to_string(o.root) + " is outside 0.." + std::to_string(n - 1));
+  const bool is_root = o.root == r;
+  ZW_TRY(check.buffer("input", o.input, total));
+  if (is_root) {
+    ZW_TRY(check.buffer("output", o.output, total));
+    ZW_TRY(check.overlap(o.input, total, o.output, total, o.input.ptr == o.output.ptr, "in-place means input == output"));
+  }
+  OpDesc desc{OpKind::kReduce, comm.impl().choose_algo(total), o.dtype, o.op, static_cast<uint32_t>(o.root), o.count};
+  return comm.impl().enqueue(desc, o.timeout, [=](OpContext& ctx) -> Status {
+    if (total == 0) return Status();
+    ZW_ASSIGN_OR_RETURN(BufRef in, registered(ctx, o.input, total));
+    BufRef out = in;
+    if (is_root) {
+      ZW_ASSIGN_OR_RETURN(out, registered(ctx, o.output, total));
+    }
+    ZW_TRY(reduce_pipelined(ctx, desc.algo, o.root, in, out, o.count, o.dtype, algo_op(o.op)));
+    if (is_root) finish_avg(o.op, o.dtype, out.at(0), o.count, n);
+    return Status();
+  });
+}
+
+Result<Work> barrier(Communicator& comm) {
+  OpDesc desc{OpKind::kBarrier, Algo::kTree, DataType::kUInt8, ReduceOp::kSum, 0, 0};
+  const int n = comm.size();
+  return comm.impl().enqueue(desc, std::chrono::milliseconds(0), [=](OpContext& ctx) -> Status {
+    // An all-gather of one byte per rank: no rank leaves before every rank arrived.
+    ZW_ASSIGN_OR_RETURN(internal::RegBuf scratch, ctx.arena.get(static_cast<size_t>(n)));
+    return tree_all_gather(ctx, BufRef{scratch, 0}, BlockLayout::equal(n, 1));
+  });
+}
+
+}  // namespace zw

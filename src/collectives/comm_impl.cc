@@ -1,0 +1,216 @@
+// Communicator set-up (addresses through the store, endpoints to every peer) and the worker thread.
+#include "collectives/comm_impl.h"
+
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "common/knobs.h"
+#include "common/log.h"
+#include "common/socket.h"
+
+namespace zw::internal {
+namespace {
+
+std::string random_hex(size_t bytes) {
+  std::vector<unsigned char> raw(bytes);
+  size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = getrandom(raw.data() + got, bytes - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  std::string out;
+  char hex[3];
+  for (unsigned char c : raw) {
+    std::snprintf(hex, sizeof hex, "%02x", c);
+    out += hex;
+  }
+  return out;
+}
+
+struct PeerRecord {
+  std::string address;
+  PeerInfo info;
+  int world_size = 0;
+};
+
+std::string encode_record(const std::string& address, int world_size) {
+  return address + "\n" + net::hostname() + "\n" + std::to_string(getpid()) + "\n" + std::to_string(world_size);
+}
+
+Result<PeerRecord> decode_record(const std::string& text, int peer) {
+  PeerRecord r;
+  size_t a = text.find('\n'), b = text.find('\n', a + 1), c = text.find('\n', b + 1);
+  if (a == std::string::npos || b == std::string::npos || c == std::string::npos)
+    return Status(Code::kProtocolError, "malformed address record of rank " + std::to_string(peer) + " in the store");
+  r.address = text.substr(0, a);
+  r.info.host = text.substr(a + 1, b - a - 1);
+  r.info.pid = std::atoi(text.substr(b + 1, c - b - 1).c_str());
+  r.world_size = std::atoi(text.substr(c + 1).c_str());
+  return r;
+}
+
+}  // namespace
+
+Result<CommSettings> resolve_settings(const CommConfig& config) {
+  const Knobs& k = knobs();
+  CommSettings s;
+  s.transport = config.transport.empty() ? k.transport : config.transport;
+  s.timeout_s = config.timeout_s >= 0 ? config.timeout_s : k.timeout_s;
+  s.algo = config.algo.empty() ? k.algo : config.algo;
+  s.tree_threshold = static_cast<size_t>(config.tree_threshold >= 0 ? config.tree_threshold : k.tree_threshold);
+  s.chunk_bytes = static_cast<size_t>(config.chunk_bytes >= 0 ? config.chunk_bytes : k.chunk_bytes);
+  s.slots = static_cast<int>(config.slots >= 0 ? config.slots : k.slots);
+  s.name = config.name;
+  s.store_address = k.store_addr;
+  if (s.algo != "auto" && s.algo != "ring" && s.algo != "tree")
+    return Status(Code::kInvalidArgument, "unknown algorithm '" + s.algo + "' (ZW_ALGO): use auto, ring or tree");
+  if (s.chunk_bytes < 4096)
+    return Status(Code::kInvalidArgument, "chunk size " + std::to_string(s.chunk_bytes) +
+                                              " bytes (ZW_CHUNK_BYTES) is below the minimum of 4K");
+  if (s.slots < 1 || s.slots > 64)
+    return Status(Code::kInvalidArgument, "ZW_SLOTS=" + std::to_string(s.slots) + " is outside 1..64");
+  if (s.timeout_s <= 0) return Status(Code::kInvalidArgument, "the operation timeout (ZW_TIMEOUT) must be positive");
+  return s;
+}
+
+Result<std::unique_ptr<CommImpl>> CommImpl::create(std::shared_ptr<Store> store, int rank, int size,
+                                                   const CommSettings& settings) {
+  if (size < 1 || rank < 0 || rank >= size)
+    return Status(Code::kInvalidArgument, "rank " + std::to_string(rank) + " is outside a world of " +
+                                              std::to_string(size) + " ranks");
+  std::unique_ptr<CommImpl> comm(new CommImpl(rank, size, settings));
+  // Communicators with the same name on one store are told apart by their order of creation: a rank finishes
+  // creating one only after every rank arrived at it, so arrivals of successive generations never interleave.
+  ZW_ASSIGN_OR_RETURN(int64_t arrival, store->add("zw/" + settings.name + "/arrivals", 1));
+  std::string prefix = "zw/" + settings.name + "/" + std::to_string((arrival - 1) / size) + "/";
+  PrefixStore scoped(std::move(store), prefix);
+  ZW_TRY(comm->connect(scoped));
+  comm->worker_ = std::thread([c = comm.get()] { c->worker_loop(); });
+  ZW_INFO(kInit, "communicator '%s' ready: rank %d of %d over %s", settings.name.c_str(), rank, size,
+          comm->transport_->name());
+  return comm;
+}
+
+Status CommImpl::connect(Store& store) {
+  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(settings_.timeout_s * 1000));
+  Deadline deadline = Deadline::after(timeout);
+  std::string job;
+  if (rank_ == 0) {
+    job = random_hex(8);
+    ZW_TRY(store.set("job", job));
+  } else {
+    ZW_ASSIGN_OR_RETURN(job, store.get("job", timeout));
+  }
+  transport::TransportOptions topts{rank_, size_, job, settings_.store_address};
+  ZW_ASSIGN_OR_RETURN(transport_, transport::create_transport(settings_.transport, topts));
+  ZW_ASSIGN_OR_RETURN(std::string address, transport_->listen());
+  ZW_TRY(store.set("peer/" + std::to_string(rank_), encode_record(address, size_)));
+
+  peers_.resize(size_);
+  peers_[rank_] = PeerInfo{net::hostname(), static_cast<int>(getpid())};
+  endpoints_.resize(size_);
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    auto text = store.get("peer/" + std::to_string(p), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                           deadline.remaining()));
+    if (!text.ok())
+      return text.status().with_context("rank " + std::to_string(p) + " never published its address (is it running, "
+                                        "with the same world size and communicator name?)");
+    ZW_ASSIGN_OR_RETURN(PeerRecord rec, decode_record(text.value(), p));
+    if (rec.world_size != size_)
+      return Status(Code::kInvalidArgument, "rank " + std::to_string(p) + " created the communicator with world size " +
+                                                std::to_string(rec.world_size) + " but rank " +
+                                                std::to_string(rank_) + " with " + std::to_string(size_));
+    peers_[p] = rec.info;
+    ZW_ASSIGN_OR_RETURN(endpoints_[p], transport_->connect(p, rec.address));
+  }
+  rendezvous_ = std::make_unique<Rendezvous>(rank_, *transport_, endpoints_, peers_);
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    Status s = endpoints_[p]->wait_connected(deadline);
+    if (!s.ok()) return s.with_context("connecting to " + rendezvous_->describe(p) + " over " + transport_->name());
+  }
+  registry_ = std::make_unique<RegistrationCache>(*transport_, 64);
+  arena_ = std::make_unique<ScratchArena>(*transport_);
+  return Status();
+}
+
+CommImpl::~CommImpl() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+Algo CommImpl::choose_algo(size_t bytes) const {
+  if (settings_.algo == "ring") return Algo::kRing;
+  if (settings_.algo == "tree") return Algo::kTree;
+  return bytes < settings_.tree_threshold ? Algo::kTree : Algo::kRing;
+}
+
+Work CommImpl::enqueue(const OpDesc& desc, std::chrono::milliseconds timeout, Task task) {
+  auto work = std::make_shared<WorkState>();
+  double timeout_s = timeout.count() > 0 ? timeout.count() / 1000.0 : settings_.timeout_s;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(Pending{desc, next_seq_++, timeout_s, std::move(task), work});
+  }
+  cv_.notify_all();
+  return Work(work);
+}
+
+void CommImpl::abort(const Status& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (abort_request_.ok()) abort_request_ = reason.ok() ? Status(Code::kAborted, "aborted by the application") : reason;
+  }
+  cv_.notify_all();
+}
+
+Status CommImpl::run(Pending& op) {
+  OpContext ctx{rank_, size_, *rendezvous_, *registry_, *arena_, settings_.chunk_bytes, settings_.slots};
+  ZW_TRY(rendezvous_->begin_op(op.seq, op.desc, Deadline::after_seconds(op.timeout_s), op.timeout_s));
+  ZW_TRY(op.task(ctx));
+  return rendezvous_->end_op();
+}
+
+void CommImpl::worker_loop() {
+  log::set_thread_rank(rank_);
+  for (;;) {
+    Pending op;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !abort_request_.ok(); });
+      if (!abort_request_.ok() && failed_.ok()) {
+        failed_ = abort_request_;
+        lock.unlock();
+        rendezvous_->broadcast_abort(failed_);
+        lock.lock();
+      }
+      if (queue_.empty()) {
+        if (stopping_) return;
+        continue;
+      }
+      op = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (!failed_.ok()) {
+      op.work->finish(failed_.with_context(op.desc.describe() + " not run: the communicator failed earlier"));
+      continue;
+    }
+    Status s = run(op);
+    if (!s.ok()) {
+      s = s.with_context(op.desc.describe() + " #" + std::to_string(op.seq) + " on " + describe(rank_));
+      ZW_WARN(kColl, "%s", s.to_string().c_str());
+      failed_ = s;
+      rendezvous_->broadcast_abort(s);
+    }
+    op.work->finish(s);
+  }
+}
+
+}  // namespace zw::internal

@@ -1,0 +1,111 @@
+// The communicator's machinery: transport and endpoints to every peer, the worker thread that runs
+// operations in issue order, and the per-operation context algorithms receive.
+//
+// Threading: enqueue() is called from the user's thread; everything else (rendezvous, registration cache,
+// scratch arena) belongs to the worker thread. A failure of any operation aborts the communicator: the
+// worker tells the peers, fails the operation and fails every later one with the same reason.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/buffers.h"
+#include "collectives/op_desc.h"
+#include "collectives/rendezvous.h"
+#include "collectives/work.h"
+#include "transport/transport.h"
+#include "zerowire/communicator.h"
+
+namespace zw::internal {
+
+// CommConfig with every default resolved from the knob table.
+struct CommSettings {
+  std::string transport;       // backend name
+  double timeout_s;            // per-operation deadline
+  std::string algo;            // auto, ring or tree
+  size_t tree_threshold;       // bytes below which auto picks tree
+  size_t chunk_bytes;          // ring pipeline chunk
+  int slots;                   // chunks in flight per peer
+  std::string name;            // communicator name (store namespace)
+  std::string store_address;   // for the tcp backend's interface choice
+};
+Result<CommSettings> resolve_settings(const CommConfig& config);
+
+// What an algorithm gets: who it is, how to move bytes, where to put temporaries, and the tuning.
+struct OpContext {
+  int rank;
+  int size;
+  Rendezvous& rv;
+  RegistrationCache& registry;
+  ScratchArena& arena;
+  size_t chunk_bytes;
+  int slots;
+};
+
+class CommImpl {
+ public:
+  using Task = std::function<Status(OpContext&)>;
+
+  static Result<std::unique_ptr<CommImpl>> create(std::shared_ptr<Store> store, int rank, int size,
+                                                  const CommSettings& settings);
+  ~CommImpl();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const CommSettings& settings() const { return settings_; }
+  const char* transport_name() const { return transport_->name(); }
+  std::string describe(int rank) const { return rendezvous_->describe(rank); }
+
+  // Picks the algorithm for an operation moving `bytes` in total (the same on every rank).
+  Algo choose_algo(size_t bytes) const;
+
+  // Queues `task`; it runs on the worker after every earlier operation.
+  Work enqueue(const OpDesc& desc, std::chrono::milliseconds timeout, Task task);
+
+  void abort(const Status& reason);
+
+  // Keeps the store server this rank serves alive as long as the communicator.
+  void adopt_store_server(std::unique_ptr<TcpStoreServer> server) { store_server_ = std::move(server); }
+
+ private:
+  struct Pending {
+    OpDesc desc;
+    uint64_t seq;
+    double timeout_s;
+    Task task;
+    std::shared_ptr<WorkState> work;
+  };
+
+  CommImpl(int rank, int size, const CommSettings& settings) : rank_(rank), size_(size), settings_(settings) {}
+  Status connect(Store& store);
+  void worker_loop();
+  Status run(Pending& op);
+
+  int rank_;
+  int size_;
+  CommSettings settings_;
+  std::unique_ptr<transport::Transport> transport_;
+  std::vector<std::unique_ptr<transport::Endpoint>> endpoints_;  // [peer]; null for this rank
+  std::vector<PeerInfo> peers_;
+  std::unique_ptr<Rendezvous> rendezvous_;
+  std::unique_ptr<RegistrationCache> registry_;
+  std::unique_ptr<ScratchArena> arena_;
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Pending> queue_;
+  uint64_t next_seq_ = 1;
+  bool stopping_ = false;
+  Status failed_;       // sticky: set by the worker on the first failure, or by abort()
+  Status abort_request_;  // set by abort() from any thread, consumed by the worker
+  std::thread worker_;
+  std::unique_ptr<TcpStoreServer> store_server_;  // rank 0 under a launcher: the store it serves
+};
+
+}  // namespace zw::internal

@@ -1,0 +1,32 @@
+// What one collective operation is, as every rank must agree on it: kind, count, dtype, reduction, root and
+// algorithm. It travels in every clear-to-send message so that a peer issuing something else is caught on the
+// first message and named in the error.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "zerowire/types.h"
+
+namespace zw::internal {
+
+enum class OpKind : uint8_t { kAllGather, kReduceScatter, kAllReduce, kBroadcast, kReduce, kBarrier };
+enum class Algo : uint8_t { kRing, kTree };
+
+const char* op_kind_name(OpKind kind);
+const char* algo_name(Algo algo);
+
+struct OpDesc {
+  OpKind kind = OpKind::kBarrier;
+  Algo algo = Algo::kRing;
+  DataType dtype = DataType::kUInt8;
+  ReduceOp op = ReduceOp::kSum;
+  uint32_t root = 0;
+  uint64_t count = 0;
+
+  bool operator==(const OpDesc&) const = default;
+  // "all_reduce(count=1000, float, sum, ring)".
+  std::string describe() const;
+};
+
+}  // namespace zw::internal

@@ -1,0 +1,241 @@
+// Receiver-driven rendezvous: clear-to-send messages, one-sided writes with notify, failure detection.
+#include "collectives/rendezvous.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "common/log.h"
+
+namespace zw::internal {
+namespace {
+
+enum : uint8_t { kCtrlCts = 1, kCtrlAbort = 2 };
+
+// Clear-to-send on the wire, followed by the remote key bytes. Ranks of one job share an architecture.
+struct CtsWire {
+  uint8_t type;
+  uint8_t kind;
+  uint8_t algo;
+  uint8_t dtype;
+  uint8_t op;
+  uint8_t key_len;
+  uint16_t reserved;
+  uint32_t root;
+  uint32_t reserved2;
+  uint64_t count;
+  uint64_t seq;
+  uint64_t tag;
+  uint64_t offset;
+  uint64_t bytes;
+};
+constexpr size_t kMaxKey = transport::Message::kMaxControl - sizeof(CtsWire);
+
+constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
+constexpr auto kMaxSleep = std::chrono::microseconds(20000);
+
+std::string tag_string(uint64_t tag) {
+  return "phase " + std::to_string(tag >> 38) + " step " + std::to_string((tag >> 20) & 0x3FFFF) + " chunk " +
+         std::to_string(tag & 0xFFFFF);
+}
+
+}  // namespace
+
+Rendezvous::Rendezvous(int rank, transport::Transport& transport,
+                       std::vector<std::unique_ptr<transport::Endpoint>>& endpoints, const std::vector<PeerInfo>& peers)
+    : rank_(rank), transport_(transport), endpoints_(endpoints), peers_(peers), state_(endpoints.size()) {}
+
+std::string Rendezvous::describe(int rank) const {
+  if (rank < 0 || rank >= static_cast<int>(peers_.size())) return "rank " + std::to_string(rank);
+  return "rank " + std::to_string(rank) + " (host " + peers_[rank].host + ", pid " + std::to_string(peers_[rank].pid) +
+         ")";
+}
+
+Status Rendezvous::begin_op(uint64_t seq, const OpDesc& desc, Deadline deadline, double timeout_s) {
+  seq_ = seq;
+  desc_ = desc;
+  deadline_ = deadline;
+  timeout_s_ = timeout_s;
+  for (size_t p = 0; p < state_.size(); ++p)
+    for (const Cts& cts : state_[p].cts)
+      if (cts.seq == seq_) ZW_TRY(check_cts(static_cast<int>(p), cts));
+  return pump();
+}
+
+Status Rendezvous::end_op() {
+  return wait_for(
+      rank_, "local completion of writes", 0,
+      [&] {
+        for (const auto& ep : endpoints_)
+          if (ep && ep->writes_completed() < ep->writes_posted()) return false;
+        return true;
+      },
+      /*local=*/true);
+}
+
+Status Rendezvous::check_cts(int peer, const Cts& cts) const {
+  if (cts.desc == desc_) return Status();
+  return Status(Code::kDesync, "ranks called different collectives as operation #" + std::to_string(seq_) + ": " +
+                                   describe(peer) + " called " + cts.desc.describe() + " while " + describe(rank_) +
+                                   " called " + desc_.describe() +
+                                   "; every rank must issue the same collectives in the same order");
+}
+
+Status Rendezvous::dispatch(int peer, const transport::Message& msg) {
+  if (msg.kind == transport::MessageKind::kNotify) {
+    state_[peer].notifies.push_back(msg.notify);
+    return Status();
+  }
+  auto payload = msg.payload();
+  if (payload.empty()) return Status(Code::kProtocolError, "empty control message from " + describe(peer));
+  auto type = static_cast<uint8_t>(payload[0]);
+  if (type == kCtrlAbort) {
+    std::string reason(reinterpret_cast<const char*>(payload.data()) + 1, payload.size() - 1);
+    return Status(Code::kAborted, describe(peer) + " aborted the communicator: " + reason);
+  }
+  CtsWire w;
+  if (type != kCtrlCts || payload.size() < sizeof w)
+    return Status(Code::kProtocolError, "malformed control message from " + describe(peer));
+  std::memcpy(&w, payload.data(), sizeof w);
+  if (payload.size() != sizeof w + w.key_len)
+    return Status(Code::kProtocolError, "malformed clear-to-send from " + describe(peer));
+  Cts cts{w.seq, w.tag, OpDesc{static_cast<OpKind>(w.kind), static_cast<Algo>(w.algo), static_cast<DataType>(w.dtype),
+                               static_cast<ReduceOp>(w.op), w.root, w.count},
+          w.offset, w.bytes, std::vector<std::byte>(payload.begin() + sizeof w, payload.end())};
+  if (cts.seq == seq_) ZW_TRY(check_cts(peer, cts));
+  state_[peer].cts.push_back(std::move(cts));
+  return Status();
+}
+
+Status Rendezvous::pump() {
+  transport::Message msg;
+  for (size_t p = 0; p < endpoints_.size(); ++p) {
+    auto& ep = endpoints_[p];
+    if (!ep || !state_[p].error.ok()) continue;
+    for (;;) {
+      Result<bool> got = ep->poll(&msg);
+      if (!got.ok()) {
+        // A peer that finished and left is no error until this rank needs it again.
+        state_[p].error =
+            Status(Code::kPeerFailed, "lost " + describe(static_cast<int>(p)) + ": " + got.status().message());
+        break;
+      }
+      if (!got.value()) break;
+      ZW_TRY(dispatch(static_cast<int>(p), msg));
+    }
+  }
+  return Status();
+}
+
+// Fails when `peer` is known to be gone; for local waits (peer == this rank), when a peer that still owes a
+// write completion is gone.
+Status Rendezvous::check_peer(int peer) {
+  if (peer != rank_) {
+    if (!state_[peer].error.ok()) return state_[peer].error;
+    std::string why;
+    if (transport_.peer_known_dead(peer, &why)) return Status(Code::kPeerFailed, describe(peer) + " died (" + why + ")");
+    return Status();
+  }
+  for (size_t p = 0; p < endpoints_.size(); ++p)
+    if (endpoints_[p] && endpoints_[p]->writes_completed() < endpoints_[p]->writes_posted() && !state_[p].error.ok())
+      return state_[p].error;
+  return Status();
+}
+
+Status Rendezvous::wait_for(int peer, const char* what, uint64_t tag, const std::function<bool()>& done, bool local) {
+  int idle_rounds = 0;
+  for (;;) {
+    ZW_TRY(pump());
+    if (done()) return Status();
+    auto now = Clock::now();
+    if (peer == rank_ || !state_[peer].error.ok()) ZW_TRY(check_peer(peer));
+    if (deadline_.expired()) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%g", timeout_s_);
+      return Status(Code::kTimeout, std::string("timed out after ") + secs + " s waiting for " + what + " (" +
+                                        tag_string(tag) + ") from " + describe(peer) +
+                                        ": it may be stuck, much slower, or not calling this collective; "
+                                        "raise ZW_TIMEOUT if it is only slow");
+    }
+    if (now >= next_liveness_check_) {
+      ZW_TRY(check_peer(peer));
+      next_liveness_check_ = now + kLivenessPeriod;
+    }
+    if (local && ++idle_rounds < 1000) {
+      std::this_thread::yield();  // local completions do not wake wait_for_activity; they come soon
+      continue;
+    }
+    auto sleep = std::min<std::chrono::nanoseconds>(deadline_.remaining(), kMaxSleep);
+    transport_.wait_for_activity(std::chrono::duration_cast<std::chrono::microseconds>(sleep));
+  }
+}
+
+Status Rendezvous::post_recv(int peer, const RegBuf& dst, size_t offset, size_t bytes, uint64_t tag) {
+  if (bytes == 0) return Status();
+  if (dst.key->size() > kMaxKey) return Status(Code::kInternal, "remote key too large for a clear-to-send message");
+  std::byte buf[transport::Message::kMaxControl];
+  CtsWire w{};
+  w.type = kCtrlCts;
+  w.kind = static_cast<uint8_t>(desc_.kind);
+  w.algo = static_cast<uint8_t>(desc_.algo);
+  w.dtype = static_cast<uint8_t>(desc_.dtype);
+  w.op = static_cast<uint8_t>(desc_.op);
+  w.key_len = static_cast<uint8_t>(dst.key->size());
+  w.root = desc_.root;
+  w.count = desc_.count;
+  w.seq = seq_;
+  w.tag = tag;
+  w.offset = offset;
+  w.bytes = bytes;
+  std::memcpy(buf, &w, sizeof w);
+  std::memcpy(buf + sizeof w, dst.key->data(), dst.key->size());
+  Status s = endpoints_[peer]->send(std::span<const std::byte>(buf, sizeof w + dst.key->size()));
+  if (!s.ok()) return Status(Code::kPeerFailed, "cannot reach " + describe(peer) + ": " + s.message());
+  return Status();
+}
+
+Status Rendezvous::send(int peer, const RegBuf& src, size_t offset, size_t bytes, uint64_t tag, uint64_t* ticket) {
+  auto& ep = endpoints_[peer];
+  if (bytes == 0) {
+    if (ticket) *ticket = ep->writes_posted();
+    return Status();
+  }
+  auto& list = state_[peer].cts;
+  auto match = [&] { return std::find_if(list.begin(), list.end(), [&](const Cts& c) { return c.seq == seq_ && c.tag == tag; }); };
+  ZW_TRY(wait_for(peer, "clear-to-send", tag, [&] { return match() != list.end(); }));
+  auto it = match();
+  if (it->bytes != bytes)
+    return Status(Code::kDesync, describe(peer) + " expects " + std::to_string(it->bytes) + " bytes for " +
+                                     tag_string(tag) + " of " + desc_.describe() + " but " + describe(rank_) +
+                                     " has " + std::to_string(bytes));
+  Status s = ep->write(*src.mr, offset, it->key, it->offset, bytes, notify_value(tag));
+  list.erase(it);
+  if (!s.ok()) return Status(s.code(), "write to " + describe(peer) + " failed: " + s.message());
+  if (ticket) *ticket = ep->writes_posted();
+  return Status();
+}
+
+Status Rendezvous::wait_recv(int peer, uint64_t tag, size_t bytes) {
+  if (bytes == 0) return Status();
+  auto& list = state_[peer].notifies;
+  uint64_t want = notify_value(tag);
+  ZW_TRY(wait_for(peer, "data", tag, [&] { return std::find(list.begin(), list.end(), want) != list.end(); }));
+  list.erase(std::find(list.begin(), list.end(), want));
+  return Status();
+}
+
+Status Rendezvous::wait_write(int peer, uint64_t ticket) {
+  auto& ep = endpoints_[peer];
+  return wait_for(peer, "local write completion", 0, [&] { return ep->writes_completed() >= ticket; }, true);
+}
+
+void Rendezvous::broadcast_abort(const Status& reason) {
+  std::byte buf[transport::Message::kMaxControl];
+  buf[0] = static_cast<std::byte>(kCtrlAbort);
+  std::string text = reason.message().substr(0, sizeof buf - 1);
+  std::memcpy(buf + 1, text.data(), text.size());
+  for (auto& ep : endpoints_)
+    if (ep) (void)ep->send(std::span<const std::byte>(buf, 1 + text.size()));
+}
+
+}  // namespace zw::internal

@@ -1,0 +1,97 @@
+// Receiver-driven rendezvous over a transport: the data path every algorithm is written against.
+//
+//   receiver: post_recv(peer, dst, offset, bytes, tag)  -> sends clear-to-send {op, seq, tag, key, offset, bytes}
+//   sender:   send(peer, src, offset, bytes, tag)       -> waits for that CTS, then one-sided write with notify
+//   receiver: wait_recv(peer, tag)                      -> waits for the notify of (seq, tag)
+//
+// Every CTS carries the operation's sequence number and description, so a peer that issued a different
+// collective (or a different count, dtype, op, root or algorithm) is caught on its first message and named.
+// Messages for later operations (a fast peer running ahead) are kept until this rank gets there.
+// Waiting never hangs: each wait ends at the operation's deadline, fails as soon as any peer is known dead
+// or an endpoint fails, and fails when a peer broadcast an abort. Zero-byte transfers are skipped by both
+// sides, so algorithms need no special cases for empty blocks.
+// Not thread-safe: used only by the communicator's worker thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/buffers.h"
+#include "collectives/op_desc.h"
+#include "common/clock.h"
+#include "transport/transport.h"
+
+namespace zw::internal {
+
+// 40-bit tag: phase (2 bits) | step (18 bits) | chunk (20 bits).
+inline uint64_t make_tag(unsigned phase, unsigned step, uint64_t chunk) {
+  return (uint64_t(phase & 3) << 38) | (uint64_t(step & 0x3FFFF) << 20) | (chunk & 0xFFFFF);
+}
+
+// Where each rank runs, for error messages.
+struct PeerInfo {
+  std::string host;
+  int pid = 0;
+};
+
+class Rendezvous {
+ public:
+  Rendezvous(int rank, transport::Transport& transport, std::vector<std::unique_ptr<transport::Endpoint>>& endpoints,
+             const std::vector<PeerInfo>& peers);
+
+  // Starts operation `seq`; messages a fast peer already sent for it are checked now.
+  Status begin_op(uint64_t seq, const OpDesc& desc, Deadline deadline, double timeout_s);
+  // Waits until every write this rank posted has completed locally (sources reusable, nothing in flight).
+  Status end_op();
+
+  Status post_recv(int peer, const RegBuf& dst, size_t offset, size_t bytes, uint64_t tag);
+  // Returns once the write is posted; `ticket` (optional) identifies it for wait_write.
+  Status send(int peer, const RegBuf& src, size_t offset, size_t bytes, uint64_t tag, uint64_t* ticket = nullptr);
+  Status wait_recv(int peer, uint64_t tag, size_t bytes);
+  // Waits until the write identified by `ticket` to `peer` completed locally (its source may be reused).
+  Status wait_write(int peer, uint64_t ticket);
+
+  // Best effort: tells every peer that this communicator failed, with the reason.
+  void broadcast_abort(const Status& reason);
+
+  // "rank 3 (host node7, pid 4242)".
+  std::string describe(int rank) const;
+
+ private:
+  struct Cts {
+    uint64_t seq;
+    uint64_t tag;
+    OpDesc desc;
+    uint64_t offset;
+    uint64_t bytes;
+    std::vector<std::byte> key;
+  };
+  struct PeerState {
+    std::vector<Cts> cts;             // clear-to-send messages not yet consumed
+    std::vector<uint64_t> notifies;   // notify values not yet consumed
+    Status error;                     // the endpoint failed (raised only when this peer is waited on)
+  };
+
+  Status pump();
+  Status dispatch(int peer, const transport::Message& msg);
+  Status check_cts(int peer, const Cts& cts) const;
+  Status wait_for(int peer, const char* what, uint64_t tag, const std::function<bool()>& done, bool local = false);
+  Status check_peer(int peer);
+  uint64_t notify_value(uint64_t tag) const { return ((seq_ & 0xFFFFFF) << 40) | (tag & 0xFFFFFFFFFFull); }
+
+  int rank_;
+  transport::Transport& transport_;
+  std::vector<std::unique_ptr<transport::Endpoint>>& endpoints_;
+  const std::vector<PeerInfo>& peers_;
+  std::vector<PeerState> state_;
+  uint64_t seq_ = 0;
+  OpDesc desc_;
+  Deadline deadline_ = Deadline::never();
+  double timeout_s_ = 0;
+  Clock::time_point next_liveness_check_{};
+};
+
+}  // namespace zw::internal

@@ -1,0 +1,50 @@
+// Work handles.
+#include "collectives/work.h"
+
+#include "zerowire/communicator.h"
+
+namespace zw {
+namespace internal {
+
+void WorkState::finish(Status status) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    status_ = std::move(status);
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool WorkState::done() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+bool WorkState::wait_until(std::chrono::steady_clock::time_point deadline) const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return cv_.wait_until(lock, deadline, [&] { return done_; });
+}
+
+Status WorkState::status() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return status_;
+}
+
+}  // namespace internal
+
+Status Work::wait() const {
+  if (!state_) return Status();
+  state_->wait_until(std::chrono::steady_clock::time_point::max());
+  return state_->status();
+}
+
+Status Work::wait(std::chrono::milliseconds timeout) const {
+  if (!state_) return Status();
+  if (!state_->wait_until(std::chrono::steady_clock::now() + timeout))
+    return Status(Code::kTimeout, "operation still running after " + std::to_string(timeout.count()) + " ms");
+  return state_->status();
+}
+
+bool Work::test() const { return !state_ || state_->done(); }
+
+}  // namespace zw

@@ -1,0 +1,130 @@
+// Usage errors are reported before any communication; ranks that disagree fail with an error naming them;
+// a rank that never joins an operation makes the others time out with its name, never hang.
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "tests/collectives/harness.h"
+
+namespace zw::test {
+namespace {
+
+CommConfig quick(const std::string& transport, double timeout_s = 20) {
+  CommConfig c;
+  c.transport = transport;
+  c.timeout_s = timeout_s;
+  return c;
+}
+
+class ErrorsTest : public ::testing::TestWithParam<std::string> {};
+
+// Only rank 0 calls, with bad arguments: each call must fail at once (no peer ever answers).
+TEST_P(ErrorsTest, InvalidArgumentsFailBeforeCommunicating) {
+  run_ranks(2, quick(GetParam()), [&](int r, Communicator& comm) {
+    if (r != 0) return;
+    std::vector<float> a(16), b(64);
+    auto host = [](std::vector<float>& v) { return MemRef::host(v.data(), v.size() * 4); };
+    struct Case {
+      const char* what;
+      Result<Work> result;
+      const char* needle;
+    };
+    std::vector<Case> cases;
+    cases.push_back({"null input", all_reduce(comm, {MemRef{}, host(a), 4, DataType::kFloat32}), "null"});
+    cases.push_back({"short output", all_gather(comm, {host(a), host(a), 16, DataType::kFloat32}), "holds 64 bytes"});
+    cases.push_back({"int avg", all_reduce(comm, {host(a), host(b), 4, DataType::kInt32, ReduceOp::kAvg}), "avg"});
+    CollectiveOptions bad_root{host(a), host(b), 4, DataType::kFloat32};
+    bad_root.root = 2;
+    cases.push_back({"root", broadcast(comm, bad_root), "root 2"});
+    cases.push_back({"overlap", all_reduce(comm, {MemRef::host(b.data(), 64), MemRef::host(b.data() + 8, 64), 16,
+                                                  DataType::kFloat32}),
+                     "overlap"});
+    cases.push_back({"rs overlap", reduce_scatter(comm, {host(b), MemRef::host(b.data() + 1, 32), 8, DataType::kFloat32}),
+                     "overlap"});
+    MemRef device{b.data(), 256, MemKind::kCudaDevice, 0};
+    cases.push_back({"device", all_reduce(comm, {device, device, 4, DataType::kFloat32}), "cuda"});
+    for (auto& c : cases) {
+      ASSERT_FALSE(c.result.ok()) << c.what;
+      EXPECT_NE(c.result.status().message().find(c.needle), std::string::npos)
+          << c.what << ": " << c.result.status().message();
+      EXPECT_NE(c.result.status().message().find("rank 0"), std::string::npos) << c.result.status().message();
+    }
+    // The communicator is still healthy: a valid operation with the peer works afterwards.
+  });
+}
+
+TEST_P(ErrorsTest, DifferentCollectivesNameTheRanks) {
+  run_ranks(3, quick(GetParam()), [&](int r, Communicator& comm) {
+    std::vector<float> in(300, 1.0f), out(300 * 3);
+    Result<Work> w = r == 1 ? all_reduce(comm, {MemRef::host(in.data(), 1200), MemRef::host(out.data(), 1200), 300,
+                                                DataType::kFloat32})
+                            : all_gather(comm, {MemRef::host(in.data(), 1200), MemRef::host(out.data(), 3600), 300,
+                                                DataType::kFloat32});
+    ASSERT_TRUE(w.ok());
+    Status s = w->wait();
+    ASSERT_FALSE(s.ok()) << "rank " << r;
+    EXPECT_TRUE(s.code() == Code::kDesync || s.code() == Code::kAborted) << s.to_string();
+    EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.to_string();
+    EXPECT_NE(s.message().find("all_reduce"), std::string::npos) << s.to_string();
+    // Later operations fail at once with the first error.
+    auto again = barrier(comm);
+    ASSERT_TRUE(again.ok());
+    EXPECT_FALSE(again->wait().ok());
+  });
+}
+
+TEST_P(ErrorsTest, DifferentCountsAreCaught) {
+  run_ranks(2, quick(GetParam()), [&](int r, Communicator& comm) {
+    size_t count = r == 0 ? 100 : 101;
+    std::vector<float> in(count, 1.0f), out(count);
+    auto w = all_reduce(comm, {MemRef::host(in.data(), count * 4), MemRef::host(out.data(), count * 4), count,
+                               DataType::kFloat32});
+    ASSERT_TRUE(w.ok());
+    Status s = w->wait();
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("count=101"), std::string::npos) << s.to_string();
+    EXPECT_NE(s.message().find("count=100"), std::string::npos) << s.to_string();
+  });
+}
+
+TEST_P(ErrorsTest, AbsentRankTimesOutWithItsName) {
+  run_ranks(3, quick(GetParam(), 1.0), [&](int r, Communicator& comm) {
+    if (r == 2) return;  // never joins
+    std::vector<float> in(64, 1.0f), out(64);
+    auto start = std::chrono::steady_clock::now();
+    auto w = all_reduce(comm, {MemRef::host(in.data(), 256), MemRef::host(out.data(), 256), 64, DataType::kFloat32});
+    ASSERT_TRUE(w.ok());
+    Status s = w->wait();
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_FALSE(s.ok());
+    EXPECT_LT(secs, 10.0);
+    EXPECT_TRUE(s.code() == Code::kTimeout || s.code() == Code::kAborted || s.code() == Code::kPeerFailed)
+        << s.to_string();
+    EXPECT_NE(s.message().find("rank "), std::string::npos) << s.to_string();
+  });
+}
+
+TEST_P(ErrorsTest, AbortFailsPendingWork) {
+  run_ranks(2, quick(GetParam(), 30), [&](int r, Communicator& comm) {
+    std::vector<float> in(64, 1.0f), out(64);
+    if (r == 0) {
+      comm.abort(Status(Code::kAborted, "test abort"));
+      auto w = barrier(comm);
+      ASSERT_TRUE(w.ok());
+      Status s = w->wait();
+      EXPECT_NE(s.message().find("test abort"), std::string::npos) << s.to_string();
+    } else {
+      auto w = barrier(comm);
+      ASSERT_TRUE(w.ok());
+      Status s = w->wait();
+      ASSERT_FALSE(s.ok());
+      EXPECT_NE(s.message().find("test abort"), std::string::npos) << s.to_string();
+      EXPECT_NE(s.message().find("rank 0"), std::string::npos) << s.to_string();
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, ErrorsTest, ::testing::Values("shm", "tcp"));
+
+}  // namespace
+}  // namespace zw::test
