@@ -1,0 +1,155 @@
+// zwrun — launches an N-rank zerowire job on this host.
+//
+//   zwrun -n N [--transport shm|tcp] [--timeout SECONDS] [--] PROGRAM ARGS...
+//
+// zwrun serves the job's bootstrap store (a TCP store on 127.0.0.1, protected by ZW_AUTH_TOKEN from the
+// environment or a fresh random 128-bit token), starts N copies of PROGRAM with ZW_RANK, ZW_WORLD_SIZE,
+// ZW_LOCAL_RANK, ZW_LOCAL_WORLD_SIZE, ZW_STORE_ADDR, ZW_AUTH_TOKEN (and ZW_TRANSPORT when given), prefixes
+// their output lines with "[rank] ", and stops the whole job when one rank fails (see supervisor.h for the
+// exit-code policy). The store lives until every rank has exited.
+// Non-goals: multiple hosts (use torchrun or Slurm, which bootstrap.h also understands), stdin forwarding,
+// CPU/NUMA binding.
+#include <fcntl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "spawn.h"
+#include "supervisor.h"
+#include "zerowire/store.h"
+
+namespace zw::zwrun {
+namespace {
+
+constexpr int kUsageError = 2;
+constexpr int kLaunchError = 1;
+
+struct Options {
+  int ranks = 0;                     // -n
+  std::string transport;             // --transport, "" = not given
+  double timeout_s = 0;              // --timeout, 0 = none
+  std::vector<std::string> command;  // PROGRAM ARGS...
+};
+
+void complain(const std::string& message) { std::fprintf(stderr, "zwrun: %s\n", message.c_str()); }
+
+// CLI11 validator of --timeout: empty when `text` is a number of seconds >= 0, else the complaint.
+std::string seconds_check(const std::string& text) {
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(value >= 0)) return "'" + text + "' is not a number of seconds >= 0";
+  return "";
+}
+
+// Parses the command line into *out. Returns -1 to go on, else the exit code (0 after --help).
+int parse_command_line(int argc, char** argv, Options* out) {
+  CLI::App app{"zwrun: runs N ranks of a zerowire program on this host, serving their bootstrap store."};
+  app.add_option("-n,--np", out->ranks, "number of ranks to start")->required()->check(CLI::Range(1, 4096));
+  app.add_option("--transport", out->transport, "sets ZW_TRANSPORT for every rank")
+      ->check(CLI::IsMember({"shm", "tcp"}));
+  app.add_option("--timeout", out->timeout_s, "stop the job after this many seconds (exit code 124)")
+      ->check(CLI::Validator(seconds_check, "SECONDS"));
+  app.add_option("command", out->command, "PROGRAM and its arguments (options after PROGRAM are its own)")->required();
+  app.positionals_at_end();
+  app.prefix_command();  // everything from PROGRAM on belongs to the program
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : kUsageError;
+  }
+  for (const std::string& extra : app.remaining()) {
+    if (extra == "--") continue;
+    complain("unknown option '" + extra + "' (zwrun options go before PROGRAM; see --help)");
+    return kUsageError;
+  }
+  return -1;
+}
+
+// ZW_AUTH_TOKEN from the environment, else 128 random bits in hex.
+Result<std::string> job_token() {
+  const char* from_env = std::getenv("ZW_AUTH_TOKEN");
+  if (from_env != nullptr && *from_env != '\0') return std::string(from_env);
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return system_error("getrandom", errno);
+    got += static_cast<size_t>(n);
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : bytes) token += {kHex[b >> 4], kHex[b & 15]};
+  return token;
+}
+
+// Reopens any of fds 0-2 that is closed on /dev/null so that pipes never land on them.
+void ensure_standard_fds() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+      int opened = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+      if (opened >= 0 && opened != fd) ::close(opened);
+    }
+  }
+}
+
+int run_job(const Options& options) {
+  SupervisorOptions sup_options;
+  sup_options.timeout_s = options.timeout_s;
+  // Before the store server starts its thread, so that the thread inherits the blocked signal mask.
+  auto supervisor = Supervisor::create(sup_options);
+  if (!supervisor.ok()) {
+    complain(supervisor.status().message());
+    return kLaunchError;
+  }
+
+  auto token = job_token();
+  if (!token.ok()) {
+    complain(token.status().message());
+    return kLaunchError;
+  }
+  TcpStoreServerOptions store_options;
+  store_options.listen_address = "127.0.0.1:0";
+  store_options.auth_token = *token;
+  auto server = start_tcp_store_server(store_options);
+  if (!server.ok()) {
+    complain("cannot start the job's store: " + server.status().message());
+    return kLaunchError;
+  }
+
+  LaunchSpec spec;
+  spec.command = options.command;
+  spec.world_size = options.ranks;
+  spec.store_address = "127.0.0.1:" + std::to_string((*server)->port());
+  spec.auth_token = *token;
+  spec.transport = options.transport;
+  for (int rank = 0; rank < options.ranks; ++rank) {
+    auto child = spawn_rank(spec, rank);
+    if (!child.ok()) {
+      complain(child.status().message());
+      (*supervisor)->stop_all();
+      (*supervisor)->run();
+      return child.status().code() == Code::kNotFound ? 127 : 126;
+    }
+    (*supervisor)->add(std::move(*child));
+  }
+  return (*supervisor)->run();  // the store server is destroyed only after this returns
+}
+
+}  // namespace
+}  // namespace zw::zwrun
+
+int main(int argc, char** argv) {
+  zw::zwrun::ensure_standard_fds();
+  zw::zwrun::Options options;
+  int code = zw::zwrun::parse_command_line(argc, argv, &options);
+  if (code >= 0) return code;
+  return zw::zwrun::run_job(options);
+}
