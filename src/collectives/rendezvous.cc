@@ -30,6 +30,7 @@ struct CtsWire {
   uint64_t bytes;
 };
 constexpr size_t kMaxKey = transport::Message::kMaxControl - sizeof(CtsWire);
+static_assert(kMaxKey == 184, "Rendezvous::Cts::key holds exactly what fits a clear-to-send");
 
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
 constexpr auto kMaxSleep = std::chrono::microseconds(20000);
@@ -101,7 +102,9 @@ Status Rendezvous::dispatch(int peer, const transport::Message& msg) {
     return Status(Code::kProtocolError, "malformed clear-to-send from " + describe(peer));
   Cts cts{w.seq, w.tag, OpDesc{static_cast<OpKind>(w.kind), static_cast<Algo>(w.algo), static_cast<DataType>(w.dtype),
                                static_cast<ReduceOp>(w.op), w.root, w.count},
-          w.offset, w.bytes, std::vector<std::byte>(payload.begin() + sizeof w, payload.end())};
+          w.offset, w.bytes, w.key_len, {}};
+  if (w.key_len > cts.key.size()) return Status(Code::kProtocolError, "oversized remote key from " + describe(peer));
+  std::memcpy(cts.key.data(), payload.data() + sizeof w, w.key_len);
   if (cts.seq == seq_) ZW_TRY(check_cts(peer, cts));
   state_[peer].cts.push_back(std::move(cts));
   return Status();
@@ -142,7 +145,7 @@ Status Rendezvous::check_peer(int peer) {
   return Status();
 }
 
-Status Rendezvous::wait_for(int peer, const char* what, uint64_t tag, const std::function<bool()>& done, bool local) {
+Status Rendezvous::wait_for(int peer, const char* what, uint64_t tag, Predicate done, bool local) {
   int idle_rounds = 0;
   for (;;) {
     ZW_TRY(pump());
@@ -208,7 +211,7 @@ Status Rendezvous::send(int peer, const RegBuf& src, size_t offset, size_t bytes
     return Status(Code::kDesync, describe(peer) + " expects " + std::to_string(it->bytes) + " bytes for " +
                                      tag_string(tag) + " of " + desc_.describe() + " but " + describe(rank_) +
                                      " has " + std::to_string(bytes));
-  Status s = ep->write(*src.mr, offset, it->key, it->offset, bytes, notify_value(tag));
+  Status s = ep->write(*src.mr, offset, it->key_bytes(), it->offset, bytes, notify_value(tag));
   list.erase(it);
   if (!s.ok()) return Status(s.code(), "write to " + describe(peer) + " failed: " + s.message());
   if (ticket) *ticket = ep->writes_posted();

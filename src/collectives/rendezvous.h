@@ -13,8 +13,9 @@
 // Not thread-safe: used only by the communicator's worker thread.
 #pragma once
 
+#include <array>
 #include <cstdint>
-#include <functional>
+#include <span>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,19 @@ namespace zw::internal {
 inline uint64_t make_tag(unsigned phase, unsigned step, uint64_t chunk) {
   return (uint64_t(phase & 3) << 38) | (uint64_t(step & 0x3FFFF) << 20) | (chunk & 0xFFFFF);
 }
+
+// A non-owning, allocation-free reference to a `bool()` callable (the waits run once per chunk).
+class Predicate {
+ public:
+  template <typename F>
+  Predicate(const F& f)  // NOLINT(google-explicit-constructor)
+      : obj_(&f), call_([](const void* o) { return (*static_cast<const F*>(o))(); }) {}
+  bool operator()() const { return call_(obj_); }
+
+ private:
+  const void* obj_;
+  bool (*call_)(const void*);
+};
 
 // Where each rank runs, for error messages.
 struct PeerInfo {
@@ -67,7 +81,9 @@ class Rendezvous {
     OpDesc desc;
     uint64_t offset;
     uint64_t bytes;
-    std::vector<std::byte> key;
+    uint8_t key_len;
+    std::array<std::byte, 184> key;  // the remote key (fits a clear-to-send message)
+    std::span<const std::byte> key_bytes() const { return {key.data(), key_len}; }
   };
   struct PeerState {
     std::vector<Cts> cts;             // clear-to-send messages not yet consumed
@@ -78,7 +94,7 @@ class Rendezvous {
   Status pump();
   Status dispatch(int peer, const transport::Message& msg);
   Status check_cts(int peer, const Cts& cts) const;
-  Status wait_for(int peer, const char* what, uint64_t tag, const std::function<bool()>& done, bool local = false);
+  Status wait_for(int peer, const char* what, uint64_t tag, Predicate done, bool local = false);
   Status check_peer(int peer);
   uint64_t notify_value(uint64_t tag) const { return ((seq_ & 0xFFFFFF) << 40) | (tag & 0xFFFFFFFFFFull); }
 

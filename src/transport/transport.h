@@ -12,8 +12,11 @@
 // Completion model: write() and send() do not wait for the peer to act, except that a backend with bounded
 // inbound queues (shm) waits while the peer's queue is full, at most ZW_TIMEOUT, draining its own inbound
 // messages meanwhile so two ranks flooding each other cannot deadlock. Local completion of writes is a counter
-// (writes_completed()) that reaches the number of writes posted once every source buffer may be reused.
-// The first error of an endpoint is sticky: every later call returns it, and it names the peer.
+// (writes_completed()) that reaches the number of writes posted once every source buffer may be reused; it
+// says nothing about delivery (on tcp it means "handed to the kernel") — the peer's Notify is what confirms
+// arrival. Writes complete in posting order. Local completions need not wake wait_for_activity.
+// The first error of an endpoint is sticky: every later call returns it, and it names the peer; messages that
+// arrived before the error are still returned by poll() first.
 //
 // Threading: one thread drives a given endpoint (the communicator's worker); a transport may run internal
 // progress threads. Transport::wait_for_activity may be called from that same thread.

@@ -1,0 +1,215 @@
+// One TCP socket of the tcp transport and its framing (see tcp_connection.h).
+#include "transport/tcp/tcp_connection.h"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace zw::transport::tcp {
+namespace {
+
+constexpr int kMaxIov = 64;  // iovecs per sendmsg: up to 32 queued frames
+
+const char* const kExitedHint = " — its process probably exited or was killed";
+
+}  // namespace
+
+Status lost_connection(const char* what, int err) {
+  if (err == 0) return Status(Code::kConnectionLost, std::string("peer closed the connection") + kExitedHint);
+  if (err == ECONNRESET) return Status(Code::kConnectionLost, std::string("connection reset by peer") + kExitedHint);
+  if (err == EPIPE) return Status(Code::kConnectionLost, std::string("broken pipe") + kExitedHint);
+  return Status(Code::kConnectionLost, std::string(what) + " failed: " + std::strerror(err));
+}
+
+Status goodbye_status() {
+  return Status(Code::kConnectionLost, "it closed the connection on purpose (endpoint or transport destroyed)");
+}
+
+Conn::Conn(net::Fd fd, State state, int peer_rank, int index)
+    : state(state), peer_rank(peer_rank), index(index), fd_(std::move(fd)), stage_(new std::byte[kStageBytes]) {}
+
+Status Conn::recv_some(void* dst, size_t bytes, size_t* got) {
+  for (;;) {
+    ssize_t n = ::recv(fd_.get(), dst, bytes, MSG_DONTWAIT);
+    if (n > 0) {
+      *got = static_cast<size_t>(n);
+      return Status();
+    }
+    if (n == 0) {
+      eof = true;
+      return lost_connection("recv", 0);
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      *got = 0;
+      return Status();
+    }
+    return lost_connection("recv", errno);
+  }
+}
+
+Result<bool> Conn::read_hello(Hello* out) {
+  while (end_ < sizeof(Hello)) {
+    size_t got = 0;
+    ZW_TRY(recv_some(stage_.get() + end_, sizeof(Hello) - end_, &got));
+    if (got == 0) return false;
+    end_ += got;
+  }
+  std::memcpy(out, stage_.get(), sizeof(Hello));
+  begin_ = end_ = 0;
+  return true;
+}
+
+Status Conn::send_hello(const Hello& hello) {
+  // The socket is fresh and its send buffer empty, so the few bytes of a hello always fit at once.
+  ssize_t n = ::send(fd_.get(), &hello, sizeof hello, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n == static_cast<ssize_t>(sizeof hello)) return Status();
+  if (n < 0) return lost_connection("send", errno);
+  return Status(Code::kConnectionFailed, "short write of the connection hello");
+}
+
+Status Conn::check_silent() {
+  std::byte b;
+  size_t got = 0;
+  ZW_TRY(recv_some(&b, 1, &got));
+  if (got > 0) return Status(Code::kProtocolError, "data arrived before the handshake finished");
+  return Status();
+}
+
+void Conn::send_goodbye(const Fifo<SendReq>& queue) {
+  if (!queue.empty() && queue.front()->sent > 0) return;
+  FrameHeader h{};
+  h.type = static_cast<uint8_t>(FrameType::kGoodbye);
+  h.stripe_count = 1;
+  ssize_t n = ::send(fd_.get(), &h, sizeof h, MSG_NOSIGNAL | MSG_DONTWAIT);
+  (void)n;  // a full or broken socket just means the peer sees a plain close
+}
+
+Status Conn::start_frame(FrameSink& sink) {
+  switch (static_cast<FrameType>(hdr_.type)) {
+    case FrameType::kControl:
+      if (hdr_.length > Message::kMaxControl)
+        return Status(Code::kProtocolError, "control frame of " + std::to_string(hdr_.length) +
+                                                " bytes exceeds the limit of " + std::to_string(Message::kMaxControl));
+      control_.kind = MessageKind::kControl;
+      control_.size = static_cast<uint32_t>(hdr_.length);
+      control_.notify = 0;
+      dst_ = control_.data.data();
+      break;
+    case FrameType::kWrite: {
+      ZW_ASSIGN_OR_RETURN(dst_, sink.write_target(hdr_));
+      break;
+    }
+    case FrameType::kGoodbye:
+      goodbye = true;
+      return goodbye_status();
+    default:
+      return Status(Code::kProtocolError,
+                    "unknown frame type " + std::to_string(hdr_.type) + " (mismatched zerowire versions?)");
+  }
+  left_ = hdr_.length;
+  in_frame_ = true;
+  return Status();
+}
+
+Status Conn::continue_payload(size_t* budget, bool* stop) {
+  size_t staged = end_ - begin_;
+  if (left_ > 0 && staged > 0) {
+    // Payload bytes that arrived together with the header: copy them out of the staging buffer.
+    size_t take = std::min(staged, left_);
+    std::memcpy(dst_, stage_.get() + begin_, take);
+    begin_ += take;
+    dst_ += take;
+    left_ -= take;
+  } else if (left_ > 0) {
+    // The rest goes straight from the socket into the destination.
+    size_t got = 0;
+    if (*budget > 0) ZW_TRY(recv_some(dst_, left_, &got));
+    *stop = got == 0;
+    dst_ += got;
+    left_ -= got;
+    *budget -= std::min(*budget, got);
+  }
+  return Status();
+}
+
+// Staged bytes are always consumed; the budget only limits further recv() calls, so nothing is left in the
+// staging buffer that a level-triggered epoll would not report again.
+Status Conn::read_frames(FrameSink& sink) {
+  size_t budget = kReadBudget;
+  bool stop = false;
+  while (!stop) {
+    if (in_frame_) {
+      ZW_TRY(continue_payload(&budget, &stop));
+      if (left_ == 0) {
+        in_frame_ = false;
+        bool is_control = hdr_.type == static_cast<uint8_t>(FrameType::kControl);
+        sink.frame_received(hdr_, is_control ? &control_ : nullptr);
+      }
+      continue;
+    }
+    if (end_ - begin_ >= sizeof(FrameHeader)) {
+      std::memcpy(&hdr_, stage_.get() + begin_, sizeof(FrameHeader));
+      begin_ += sizeof(FrameHeader);
+      ZW_TRY(start_frame(sink));
+      continue;
+    }
+    if (begin_ > 0) {
+      std::memmove(stage_.get(), stage_.get() + begin_, end_ - begin_);
+      end_ -= begin_;
+      begin_ = 0;
+    }
+    size_t got = 0;
+    if (budget > 0) ZW_TRY(recv_some(stage_.get() + end_, kStageBytes - end_, &got));
+    stop = got == 0;
+    end_ += got;
+    budget -= std::min(budget, got);
+  }
+  return Status();
+}
+
+Status Conn::flush(Fifo<SendReq>& queue, FrameSink& sink) {
+  iovec iov[kMaxIov];
+  size_t budget = kWriteBudget;  // the caller keeps EPOLLOUT armed while the queue is not empty
+  while (!queue.empty() && budget > 0) {
+    int n = 0;
+    for (SendReq* r = queue.front(); r != nullptr && n + 2 <= kMaxIov; r = r->next) {
+      size_t off = r->sent;
+      if (off < sizeof(FrameHeader)) {
+        iov[n++] = {reinterpret_cast<char*>(&r->header) + off, sizeof(FrameHeader) - off};
+        off = sizeof(FrameHeader);
+      }
+      size_t payload_off = off - sizeof(FrameHeader);
+      if (payload_off < r->header.length)
+        iov[n++] = {const_cast<std::byte*>(r->payload) + payload_off, r->header.length - payload_off};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(n);
+    ssize_t sent = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status();
+      return lost_connection("send", errno);
+    }
+    size_t left = static_cast<size_t>(sent);
+    budget -= std::min(budget, left);
+    while (SendReq* r = queue.front()) {
+      size_t need = r->total() - r->sent;
+      if (left < need) {
+        r->sent += left;
+        break;
+      }
+      left -= need;
+      r->sent = r->total();
+      queue.pop();
+      sink.request_sent(r);
+    }
+  }
+  return Status();
+}
+
+}  // namespace zw::transport::tcp

@@ -1,0 +1,155 @@
+// The tcp transport's endpoint: PeerState, everything the transport knows about one peer (its sockets, send
+// queues, incoming messages, sticky error), and TcpEndpoint, the handle the caller drives.
+//
+// A write is split into stripes (one frame each) over the pair's connections when it is large; small writes
+// and control messages travel on connection 0 and so keep their order. The receiver recv()s each stripe into
+// the registered destination and delivers Notify once every stripe of the write arrived.
+// Non-goals: reconnecting after an error (errors are sticky), flow control beyond the kernel's.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transport/tcp/tcp_connection.h"
+#include "transport/tcp/tcp_wire.h"
+#include "transport/transport.h"
+
+namespace zw::transport::tcp {
+
+class Engine;
+
+// FIFO of messages that grows by doubling and then reuses its slots (no allocation per message).
+class MessageRing {
+ public:
+  bool empty() const { return count_ == 0; }
+  size_t size() const { return count_; }
+  Message& push_slot();
+  void pop(Message* out);
+  void clear() { head_ = count_ = 0; }
+
+ private:
+  std::vector<Message> slots_;
+  size_t head_ = 0;
+  size_t count_ = 0;
+};
+
+// Threading: members are grouped by who may touch them. The endpoint thread posts through the Engine (under
+// Engine::post_mu_) and reads messages under mu_; the progress thread owns the sockets and send queues.
+class PeerState final : public FrameSink {
+ public:
+  PeerState(Engine* engine, int rank, std::string address, int nconns);
+
+  int rank() const { return rank_; }
+  const std::string& address() const { return address_; }
+  int nconns() const { return nconns_; }
+
+  // --- endpoint thread ---
+  Status wait_connected(Deadline deadline);
+  Result<bool> poll(Message* out);
+  Status error() const;
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // The endpoint is gone: drop queued messages and stop accepting new ones.
+  void close();
+  // Waits until the progress thread closed the peer's sockets and dropped its queued requests, so that no
+  // caller buffer is touched any more.
+  void wait_released();
+  uint64_t writes_posted() const { return writes_posted_.load(std::memory_order_acquire); }
+  uint64_t writes_completed() const { return writes_completed_.load(std::memory_order_acquire); }
+
+  // --- progress thread ---
+  Result<std::byte*> write_target(const FrameHeader& header) override;
+  void frame_received(const FrameHeader& header, const Message* control) override;
+  void request_sent(SendReq* req) override;
+  // Records the sticky error (first one wins) and wakes every waiter.
+  void set_error(Status status);
+  void connection_up();
+  // The sockets are closed and every request dropped (wakes wait_released()).
+  void mark_released();
+  // Hands every queued request and in-flight record back to the engine's pools.
+  void release_all();
+  std::unique_ptr<Conn>& conn(int index) { return conns_[static_cast<size_t>(index)]; }
+  Fifo<SendReq>& out_queue(int index) { return out_queues_[static_cast<size_t>(index)]; }
+
+ private:
+  friend class Engine;       // moves posted requests into the progress-side queues
+  friend class TcpEndpoint;  // write sequence and stripe rotation
+  struct Assembly {
+    uint64_t seq;   // write_seq of a striped write
+    uint32_t left;  // stripes still missing
+  };
+  void deliver(const FrameHeader& header, const Message* control);
+
+  Engine* const engine_;
+  const int rank_;
+  const std::string address_;
+  const int nconns_;
+
+  // Endpoint thread only.
+  uint64_t write_seq_ = 0;
+  uint32_t next_stripe_conn_ = 0;
+  std::atomic<uint64_t> writes_posted_{0};
+  std::atomic<uint64_t> writes_completed_{0};  // written by the progress thread
+
+  // Guarded by Engine::post_mu_.
+  std::vector<Fifo<SendReq>> posted_;  // per connection, posted but not yet taken by the progress thread
+  Fifo<WriteRecord> posted_records_;
+  bool dirty_ = false;  // on the engine's list of peers with posted requests
+
+  // Progress thread only.
+  std::vector<std::unique_ptr<Conn>> conns_;  // by connection index; null until connected/accepted
+  std::vector<Fifo<SendReq>> out_queues_;     // by connection index
+  Fifo<WriteRecord> in_flight_;               // posted writes in posting order
+  std::vector<Assembly> assembling_;          // striped incoming writes with stripes missing
+  int conns_ended_ = 0;                       // connections the peer closed cleanly
+  bool goodbye_seen_ = false;                 // one of them said goodbye (the peer closed on purpose)
+
+  // Guarded by mu_.
+  mutable std::mutex mu_;
+  std::condition_variable connected_cv_;
+  MessageRing inbox_;
+  Status error_;
+  bool error_reported_ = false;  // poll() returned the error once (it then stops counting as activity)
+  bool closed_ = false;
+  bool released_ = false;
+  int conns_up_ = 0;
+  std::atomic<size_t> inbox_count_{0};  // inbox_.size(), readable without mu_
+  std::atomic<bool> failed_{false};     // error_ is set
+};
+
+// Contract: driven by one thread at a time (see transport.h). Local completion (writes_completed) means the
+// kernel holds the bytes, not that the peer has them; the peer's Notify says that. Destroying the endpoint
+// sends a goodbye after whatever is queued in the kernel, closes the pair's sockets, drops writes not yet
+// handed to the kernel, and returns once the progress thread no longer touches the caller's buffers. The peer
+// receives everything sent before the goodbye, then fails with kConnectionLost ("closed on purpose").
+class TcpEndpoint final : public Endpoint {
+ public:
+  TcpEndpoint(std::shared_ptr<Engine> engine, std::shared_ptr<PeerState> peer);
+  ~TcpEndpoint() override;
+
+  Status wait_connected(Deadline deadline) override;
+  Status write(const MemoryRegion& local, size_t local_offset, std::span<const std::byte> remote_key,
+               size_t remote_offset, size_t bytes, uint64_t notify) override;
+  Status send(std::span<const std::byte> payload) override;
+  Result<bool> poll(Message* out) override;
+  uint64_t writes_posted() const override { return peer_->writes_posted(); }
+  uint64_t writes_completed() const override { return peer_->writes_completed(); }
+  Status error() const override { return peer_->error(); }
+
+  static constexpr size_t kStripeThreshold = 256 << 10;  // writes at least this large are striped
+  static constexpr size_t kMinStripe = 128 << 10;        // smallest stripe
+  static constexpr size_t kMaxWriteBytes = size_t{1} << 40;
+
+ private:
+  Status check_write(const MemoryRegion& local, size_t local_offset, std::span<const std::byte> remote_key,
+                     size_t remote_offset, size_t bytes, uint32_t* region_id) const;
+
+  std::shared_ptr<Engine> engine_;
+  std::shared_ptr<PeerState> peer_;
+};
+
+}  // namespace zw::transport::tcp

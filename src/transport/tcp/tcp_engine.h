@@ -1,0 +1,172 @@
+// The tcp transport's engine: one progress thread per transport that owns every socket. It accepts
+// connections and runs the handshake, reads frames into registered memory, writes the frames endpoints
+// posted, and turns socket failures into sticky endpoint errors. Endpoints talk to it through a mutex-guarded
+// post list plus an eventfd that wakes it only when it sleeps in epoll_wait.
+//
+// Non-goals: more than one progress thread, timers (deadlines are the callers'), reconnection.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/socket.h"
+#include "transport/tcp/tcp_connection.h"
+#include "transport/tcp/tcp_endpoint.h"
+#include "transport/tcp/tcp_memory_region.h"
+#include "transport/tcp/tcp_wire.h"
+
+namespace zw::transport::tcp {
+
+struct EngineConfig {
+  int rank = 0;               // this rank
+  int world_size = 1;         // ranks in the job
+  uint64_t job_hash = 0;      // job_hash(TransportOptions::job_id)
+  int conns_per_peer = 1;     // sockets per peer pair
+  int64_t sockbuf = 0;        // SO_SNDBUF/SO_RCVBUF of every socket; 0 leaves the kernel's autotuning
+  std::string store_address;  // for advertising a wildcard listen address
+};
+
+// One frame of a write, as the endpoint planned it.
+struct Stripe {
+  int conn;                  // connection index
+  FrameHeader header;        // complete frame header
+  const std::byte* payload;  // caller's bytes
+};
+
+// Wakes wait_for_activity() callers. `ready` counts messages not yet polled and errors not yet reported, over
+// all endpoints; pulse() wakes waiters without changing it (a write completed). Thread-safe.
+class Activity {
+ public:
+  void add(int64_t delta);
+  void pulse();
+  void wait(std::chrono::microseconds timeout);
+  void stop();
+
+ private:
+  void notify();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<int64_t> ready_{0};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> waiters_{0};
+  std::atomic<bool> stopped_{false};
+};
+
+// Free lists of send requests and write records; every node ever allocated stays owned here. Not
+// thread-safe: the engine guards it with post_mu_.
+class RequestPool {
+ public:
+  SendReq* request();
+  WriteRecord* record();
+  void give_back(Fifo<SendReq>& requests, Fifo<WriteRecord>& records);
+
+ private:
+  Fifo<SendReq> free_requests_;
+  Fifo<WriteRecord> free_records_;
+  std::vector<std::unique_ptr<SendReq>> request_storage_;
+  std::vector<std::unique_ptr<WriteRecord>> record_storage_;
+};
+
+// Threading: the public methods above the "progress thread" line may be called from any thread; the rest run
+// on the progress thread (or after it was joined).
+class Engine {
+ public:
+  Engine(EngineConfig config, std::shared_ptr<RegionTable> regions);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const EngineConfig& config() const { return cfg_; }
+  RegionTable& regions() { return *regions_; }
+  Activity& activity() { return activity_; }
+
+  // Listens on `where` and starts the progress thread; returns the address peers connect to.
+  Result<std::string> listen(const net::HostPort& where);
+  bool listening() const { return thread_.joinable(); }
+  // Stops and joins the progress thread, closes every socket and fails every endpoint with kAborted.
+  void shutdown();
+
+  // Hands a new peer to the progress thread; `outgoing` are its started connects (higher rank only).
+  Status add_peer(std::shared_ptr<PeerState> peer, std::vector<net::Fd> outgoing);
+  // Hands the peer back; true when the progress thread (or shutdown) will release it (see wait_released).
+  bool remove_peer(std::shared_ptr<PeerState> peer);
+  void post_write(PeerState& peer, std::span<const Stripe> stripes);
+  void post_control(PeerState& peer, std::span<const std::byte> payload);
+  bool peer_known_dead(int rank, std::string* why);
+
+  // --- progress thread ---
+  void release(SendReq* req) { released_requests_.push(req); }
+  void release(WriteRecord* record) { released_records_.push(record); }
+
+ private:
+  struct Command {
+    std::shared_ptr<PeerState> peer;  // the peer to add or remove
+    std::vector<net::Fd> outgoing;    // started connects of an added peer
+    bool add;                         // add (true) or remove (false)
+  };
+
+  void mark_dirty(PeerState& peer);  // under post_mu_
+  void wake();
+  void run();
+  bool drain();
+  void handle_command(Command& command);
+  void dispatch(void* tag, uint32_t events);
+  void accept_all();
+  void on_connected(Conn* c);
+  void on_ack(Conn* c);
+  void on_hello(Conn* c);
+  void on_parked(Conn* c);
+  void on_data(Conn* c, uint32_t events);
+  void attach(PeerState& peer, std::unique_ptr<Conn> c);
+  void end_connection(PeerState& peer, Conn* c, const Status& status);
+  void flush(PeerState& peer, int index);
+  // Sticky error for the peer and closes its sockets; `clean` when the peer said goodbye (logged at INFO).
+  void fail_peer(PeerState& peer, const Status& status, bool clean = false);
+  // Says goodbye on and closes every connection of a peer this rank lets go of.
+  void close_peer(PeerState& peer);
+  void retire(std::unique_ptr<Conn> c);
+  std::unique_ptr<Conn> take_unattached(Conn* c);
+  void set_interest(Conn* c, bool out);
+  Hello make_hello(int index) const;
+  std::string check_hello(const Hello& hello) const;
+
+  const EngineConfig cfg_;
+  std::shared_ptr<RegionTable> regions_;
+  Activity activity_;
+  net::Fd epoll_;
+  net::Fd wake_fd_;  // eventfd
+  net::Fd listener_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> sleeping_{false};       // the progress thread may be blocked in epoll_wait
+  std::atomic<bool> posts_pending_{false};  // dirty_ or commands_ is non-empty
+
+  std::mutex post_mu_;
+  std::vector<PeerState*> dirty_;  // guarded by post_mu_; peers with posted requests
+  std::vector<Command> commands_;  // guarded by post_mu_
+  RequestPool pool_;               // guarded by post_mu_
+  std::vector<bool> claimed_;      // guarded by post_mu_; ranks that have an endpoint
+  bool shut_down_ = false;         // guarded by post_mu_; commands are no longer taken
+
+  // Progress thread only.
+  std::vector<std::shared_ptr<PeerState>> peers_;  // by rank
+  std::vector<std::unique_ptr<Conn>> unattached_;  // accepted, before the hello or parked
+  std::vector<std::unique_ptr<Conn>> graveyard_;   // closed during this epoll batch
+  std::vector<PeerState*> dirty_taken_;            // dirty_ as taken by drain()
+  std::vector<Command> commands_taken_;            // commands_ as taken by drain()
+  Fifo<SendReq> released_requests_;
+  Fifo<WriteRecord> released_records_;
+
+  std::mutex dead_mu_;
+  std::vector<std::string> dead_;  // guarded by dead_mu_; why a peer's connection was lost, by rank
+};
+
+}  // namespace zw::transport::tcp
