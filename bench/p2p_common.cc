@@ -101,4 +101,33 @@ void print_rule() {
   std::printf("---------------------------------------------------------------------------------------\n");
 }
 
+std::unique_ptr<Pair> start_p2p(int argc, char** argv, const char* program, const char* description,
+                                const char* title, int default_iters, P2pFlags* flags, int* exit_code) {
+  *exit_code = 0;
+  if (!parse_p2p_flags(argc, argv, description, default_iters, flags, exit_code)) return nullptr;
+  auto pair = Pair::connect(flags->sizes().back());
+  if (!pair.ok()) {
+    std::fprintf(stderr, "%s: %s\n", program, pair.status().to_string().c_str());
+    *exit_code = 1;
+    return nullptr;
+  }
+  if (pair.value()->rank() == 0) {
+    print_rule();
+    std::printf("                    %s (zerowire %s transport)\n", title, pair.value()->transport().name());
+  }
+  return std::move(pair).value();
+}
+
+int run_sizes(const char* program, const std::vector<size_t>& sizes, const std::function<Status(size_t)>& body) {
+  for (size_t size : sizes) {
+    Status s = body(size);
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s: %s\n", program, s.to_string().c_str());
+      return 1;
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace zw::bench

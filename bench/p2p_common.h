@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,5 +57,13 @@ class Pair {
 };
 
 void print_rule();
+
+// Parses flags, connects the pair and prints perftest's banner (title, then `extra` lines) on rank 0.
+// Returns null after printing why (flag help or a connection error), with the exit code in *exit_code.
+std::unique_ptr<Pair> start_p2p(int argc, char** argv, const char* program, const char* description,
+                                const char* title, int default_iters, P2pFlags* flags, int* exit_code);
+
+// Runs `body` for every size; the first error is printed as "<program>: <error>" and returns 1.
+int run_sizes(const char* program, const std::vector<size_t>& sizes, const std::function<Status(size_t)>& body);
 
 }  // namespace zw::bench

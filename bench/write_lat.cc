@@ -62,32 +62,20 @@ int main(int argc, char** argv) {
   using namespace zw::bench;  // NOLINT(google-build-using-namespace)
   P2pFlags flags;
   int code = 0;
-  if (!parse_p2p_flags(argc, argv, "zerowire one-sided write latency (perftest ib_write_lat columns)", 1000, &flags,
-                       &code))
-    return code;
-  std::vector<size_t> sizes = flags.sizes();
-  auto pair = Pair::connect(sizes.back());
-  if (!pair.ok()) {
-    std::fprintf(stderr, "zw_write_lat: %s\n", pair.status().to_string().c_str());
-    return 1;
-  }
-  Pair& p = *pair.value();
+  auto pair = start_p2p(argc, argv, "zw_write_lat", "zerowire one-sided write latency (perftest ib_write_lat columns)",
+                        "RDMA_Write Latency Test", 1000, &flags, &code);
+  if (!pair) return code;
+  Pair& p = *pair;
   if (p.rank() == 0) {
-    print_rule();
-    std::printf("                    RDMA_Write Latency Test (zerowire %s transport)\n", p.transport().name());
     print_rule();
     std::printf(" #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]"
                 "   99%% percentile[usec]   99.9%% percentile[usec] \n");
   }
-  for (size_t size : sizes) {
-    auto samples = ping_pong(p, size, flags.iters);
-    if (!samples.ok()) {
-      std::fprintf(stderr, "zw_write_lat: %s\n", samples.status().to_string().c_str());
-      return 1;
-    }
-    if (p.rank() == 0) report(size, samples.value());
-    std::fflush(stdout);
-  }
+  code = run_sizes("zw_write_lat", flags.sizes(), [&](size_t size) -> zw::Status {
+    ZW_ASSIGN_OR_RETURN(std::vector<double> samples, ping_pong(p, size, flags.iters));
+    if (p.rank() == 0) report(size, samples);
+    return zw::Status();
+  });
   if (p.rank() == 0) print_rule();
-  return 0;
+  return code;
 }
