@@ -11,8 +11,8 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libhwloc-dev libibverbs-dev librdmacm-dev
-  libcli11-dev nlohmann-json3-dev
-  python3
+  libcli11-dev nlohmann-json3-dev libopenblas-dev
+  python3 python3-matplotlib
 )
 
 is_installed() {

@@ -4,6 +4,7 @@
 
 #include <sys/mman.h>
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -21,11 +22,9 @@ bool parse_bytes(const char* s, size_t* out) {
   char* end = nullptr;
   double v = std::strtod(s, &end);
   if (end == s || v < 0) return false;
-  switch (*end) {
-    case 'K': case 'k': v *= 1024.0; ++end; break;
-    case 'M': case 'm': v *= 1024.0 * 1024; ++end; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; ++end; break;
-    default: break;
+  if (const char* unit = std::strchr("KMG", std::toupper(static_cast<unsigned char>(*end))); *end && unit) {
+    v *= static_cast<double>(size_t{1} << (10 * (unit - "KMG" + 1)));
+    ++end;
   }
   if (*end != '\0') return false;
   *out = static_cast<size_t>(v);
@@ -135,9 +134,10 @@ Measured measure(Backend& be, const Flags& f, const Bufs& b, float* in_arena) {
 
 void print_header(const Flags& f, const char* library, int n) {
   const char* name = f.coll == Coll::kAllGather ? "all_gather" : "reduce_scatter";
-  std::printf("# %s %s_perf: nranks %d transport %s minBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d "
-              "iters: %d validation: %d\n#\n",
-              library, name, n, f.transport, f.min_bytes, f.max_bytes, f.factor, f.warmup, f.iters, f.check);
+  std::printf(
+      "# %s %s_perf: nranks %d transport %s minBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d "
+      "iters: %d validation: %d\n#\n",
+      library, name, n, f.transport, f.min_bytes, f.max_bytes, f.factor, f.warmup, f.iters, f.check);
   std::printf("%-60s%s\n", "#", "out-of-place                       in-place");
   std::printf("#%12s %13s %9s %7s %6s %8s %7s %7s %6s %8s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
               "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
@@ -183,17 +183,28 @@ int parse_flags(int argc, char** argv, const char* program, Flags* f) {
     }
     const char* v = argv[i + 1];
     bool ok = true;
-    if (flag == "-b") ok = parse_bytes(v, &f->min_bytes);
-    else if (flag == "-e") ok = parse_bytes(v, &f->max_bytes);
-    else if (flag == "-f") ok = (f->factor = std::atof(v)) > 1;
-    else if (flag == "-n") ok = (f->iters = std::atoi(v)) > 0;
-    else if (flag == "-w") ok = (f->warmup = std::atoi(v)) >= 0;
-    else if (flag == "-c") f->check = std::atoi(v);
-    else if (flag == "-d") ok = !std::strcmp(v, "float");
-    else if (flag == "-o") ok = !std::strcmp(v, "sum");
-    else if (flag == "-t") f->transport = v;
-    else if (flag == "--store") f->store_dir = v;
-    else ok = false;
+    if (flag == "-b")
+      ok = parse_bytes(v, &f->min_bytes);
+    else if (flag == "-e")
+      ok = parse_bytes(v, &f->max_bytes);
+    else if (flag == "-f")
+      ok = (f->factor = std::atof(v)) > 1;
+    else if (flag == "-n")
+      ok = (f->iters = std::atoi(v)) > 0;
+    else if (flag == "-w")
+      ok = (f->warmup = std::atoi(v)) >= 0;
+    else if (flag == "-c")
+      f->check = std::atoi(v);
+    else if (flag == "-d")
+      ok = !std::strcmp(v, "float");
+    else if (flag == "-o")
+      ok = !std::strcmp(v, "sum");
+    else if (flag == "-t")
+      f->transport = v;
+    else if (flag == "--store")
+      f->store_dir = v;
+    else
+      ok = false;
     if (!ok) {
       std::fprintf(stderr, "%s: bad flag or value '%s %s' (only -d float and -o sum are supported)\n", program,
                    flag.c_str(), v);
@@ -235,7 +246,8 @@ int run_sweep(const Flags& f, const char* library, Backend& be) {
     std::fflush(stdout);
   }
   if (r == 0) {
-    std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(wrong_total), wrong_total ? "FAILED" : "OK");
+    std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(wrong_total),
+                wrong_total ? "FAILED" : "OK");
     std::printf("# Avg bus bandwidth    : %g \n#\n", bw_count ? bw_sum / bw_count : 0.0);
   }
   return wrong_total == 0 ? 0 : 1;

@@ -33,8 +33,8 @@ class Backend {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual bool supports(Coll coll, bool in_place) const = 0;  // false: the columns say N/A
-  virtual void prepare(Coll coll, const Bufs& b) = 0;          // once per size and placement, not timed
-  virtual void run(Coll coll, const Bufs& b) = 0;              // one collective, blocking
+  virtual void prepare(Coll coll, const Bufs& b) = 0;         // once per size and placement, not timed
+  virtual void run(Coll coll, const Bufs& b) = 0;             // one collective, blocking
   virtual void barrier() = 0;
   virtual double sum(double v) = 0;  // sum over ranks
 };
@@ -42,10 +42,10 @@ class Backend {
 struct Flags {
   Coll coll = Coll::kAllGather;
   size_t min_bytes = 32u << 20, max_bytes = 32u << 20;  // -b, -e
-  double factor = 2;                                  // -f
-  int iters = 20, warmup = 5, check = 1;              // -n, -w, -c
-  const char* transport = "default";                  // -t: shown in the header only
-  const char* store_dir = nullptr;                    // --store: rendezvous directory (Gloo)
+  double factor = 2;                                    // -f
+  int iters = 20, warmup = 5, check = 1;                // -n, -w, -c
+  const char* transport = "default";                    // -t: shown in the header only
+  const char* store_dir = nullptr;                      // --store: rendezvous directory (Gloo)
 };
 
 // Parses argv; returns -1 to go on, else the exit code (after printing help or the error).

@@ -63,12 +63,12 @@ class GlooBackend : public zwcmp::Backend {
     algorithm_.reset();
     const int count = static_cast<int>(b.count);
     if (coll == zwcmp::Coll::kAllGather) {
-      algorithm_ = std::make_unique<gloo::AllgatherRing<float>>(context_, std::vector<const float*>{b.in}, b.out,
-                                                                count);
+      algorithm_ =
+          std::make_unique<gloo::AllgatherRing<float>>(context_, std::vector<const float*>{b.in}, b.out, count);
     } else {
       std::vector<int> recv_elems(size(), count);
-      algorithm_ = std::make_unique<gloo::ReduceScatterHalvingDoubling<float>>(
-          context_, std::vector<float*>{b.out}, count * size(), recv_elems);
+      algorithm_ = std::make_unique<gloo::ReduceScatterHalvingDoubling<float>>(context_, std::vector<float*>{b.out},
+                                                                               count * size(), recv_elems);
     }
   }
 

@@ -29,8 +29,7 @@ class MpiBackend : public zwcmp::Backend {
       rc = b.in_place ? MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b.out, count, MPI_FLOAT, MPI_COMM_WORLD)
                       : MPI_Allgather(b.in, count, MPI_FLOAT, b.out, count, MPI_FLOAT, MPI_COMM_WORLD);
     } else {
-      rc = MPI_Reduce_scatter_block(b.in_place ? MPI_IN_PLACE : b.in, b.out, count, MPI_FLOAT, MPI_SUM,
-                                    MPI_COMM_WORLD);
+      rc = MPI_Reduce_scatter_block(b.in_place ? MPI_IN_PLACE : b.in, b.out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     }
     check(rc, coll == zwcmp::Coll::kAllGather ? "MPI_Allgather" : "MPI_Reduce_scatter_block");
   }

@@ -31,7 +31,7 @@ LIMITS=1
 INSTALL=1
 BUILD=1
 BUILD_RETRIES=2
-BUILD_DIR="${ZW_BUILD_DIR:-build}"
+BUILD_DIR="${ZWCMP_BUILD_DIR:-build}"
 OUT_FILE=""
 RESULTS=""
 JOB_TIMEOUT=900
@@ -58,7 +58,7 @@ Measures zerowire against Open MPI, Gloo and UCX on this machine, interleaved, a
   --no-install        never call apt-get (missing anchors become n/a)
   --no-build          use the zerowire binaries already in the build directory (drivers are still built)
   --build-retries N   retries of a failed zerowire build, 60 s apart (default 2)
-  --build-dir DIR     zerowire build directory (default \$ZW_BUILD_DIR or build); drivers go to DIR/compare
+  --build-dir DIR     zerowire build directory (default \$ZWCMP_BUILD_DIR or build); drivers go to DIR/compare
   --out FILE          markdown file the section is appended to (default docs/PERF-compare.md)
   --results DIR       where raw logs go (default BUILD_DIR/compare-results/DATE-TIME)
   --timeout S         limit for one benchmark process (default $JOB_TIMEOUT s)
@@ -160,9 +160,9 @@ if [ -x "$ROOT/tools/install-deps.sh" ] && [ "$INSTALL" = 1 ]; then
   "$ROOT/tools/install-deps.sh" >&2 || die "tools/install-deps.sh failed: zerowire's own dependencies are missing"
 fi
 install_group cmake ninja-build g++ python3 || die "build tools: $INSTALL_ERROR"
-install_group openmpi-bin libopenmpi-dev || { unavailable ompi "Open MPI $INSTALL_ERROR"; }
-install_group libgloo-dev || { unavailable gloo "Gloo $INSTALL_ERROR"; }
-install_group ucx-utils || { unavailable ucx "UCX $INSTALL_ERROR"; }
+install_group openmpi-bin libopenmpi-dev || { unavailable ompi "Open MPI: $INSTALL_ERROR"; }
+install_group libgloo-dev || { unavailable gloo "Gloo: $INSTALL_ERROR"; }
+install_group ucx-utils || { unavailable ucx "UCX: $INSTALL_ERROR"; }
 
 # ---- 2. builds ---------------------------------------------------------------------------------------------
 build_zerowire() {
@@ -206,8 +206,8 @@ if [ "$(id -u)" -eq 0 ]; then
   MPIRUN+=(--allow-run-as-root)
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
-MCA_VADER=(--mca pml ob1 --mca btl vader,self)
-MCA_TCP=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
+MCA_VADER=(--mca pml ob1 --mca btl "vader,self")
+MCA_TCP=(--mca pml ob1 --mca btl "tcp,self" --mca btl_tcp_if_include lo)
 
 {
   printf 'date\t%s\n' "$(date '+%Y-%m-%d %H:%M %Z')"

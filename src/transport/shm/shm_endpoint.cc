@@ -19,7 +19,7 @@ namespace zw::transport {
 namespace {
 
 constexpr uint64_t kLivenessCheckNs = 10'000'000;  // how often a waiting endpoint checks the peer's pid
-constexpr int kMaxSleepUs = 1000;                  // longest sleep between polls of a waiting endpoint
+constexpr int kMaxSleepUs = 100;                   // longest sleep between polls of a waiting endpoint
 
 std::string hex(uint64_t value) {
   char buf[32];

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -280,13 +281,17 @@ bool ShmSegment::any_pending() const {
   return false;
 }
 
-void ShmSegment::wait(std::chrono::microseconds timeout, int64_t spin_us) {
+void ShmSegment::wait(std::chrono::microseconds timeout, int64_t spin_us, bool yield) {
   const uint64_t start = now_ns();
   const uint64_t total_ns = static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 0)) * 1000;
   const uint64_t spin_ns = std::min<uint64_t>(static_cast<uint64_t>(std::max<int64_t>(spin_us, 0)) * 1000, total_ns);
   do {
     if (any_pending()) return;
-    for (int i = 0; i < 32; ++i) cpu_relax();
+    if (yield) {
+      sched_yield();
+    } else {
+      for (int i = 0; i < 32; ++i) cpu_relax();
+    }
   } while (now_ns() - start < spin_ns);
   uint64_t elapsed = now_ns() - start;
   if (elapsed >= total_ns) return;

@@ -129,7 +129,9 @@ class ShmSegment {
   // Whether a message waits in any inbound ring or in an endpoint's local backlog.
   bool any_pending() const;
   // Polls for `spin_us` then sleeps on the doorbell; returns when a message may be pending or after `timeout`.
-  void wait(std::chrono::microseconds timeout, int64_t spin_us);
+  // With `yield`, the spin phase gives the CPU away (sched_yield) instead of pausing: when ranks outnumber
+  // cores, the peer that has the work to do must run for this rank's wait to end.
+  void wait(std::chrono::microseconds timeout, int64_t spin_us, bool yield);
   // Messages endpoints drained from rings into local backlogs (process-local, not in shared memory).
   std::atomic<int64_t>& backlog() { return backlog_; }
 

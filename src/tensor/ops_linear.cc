@@ -1,0 +1,84 @@
+// tensor/ops_linear.cc — fully connected layer out = inp · Wᵀ + b through cblas_sgemm / cblas_dgemm.
+//
+// Backward: dinp += dout · W,  dW += doutᵀ · inp,  db += column sums of dout (all gemms with beta = 1, which is
+// how the accumulate contract comes for free). Non-goals: batched or strided matmul, int8.
+#include <climits>
+#include <string>
+
+#include "tensor/ops.h"
+#include "tensor/ops_internal.h"
+
+namespace zw::tensor {
+namespace {
+
+Status check_dims(const char* op, int64_t n, int64_t c, int64_t oc) {
+  if (n > INT_MAX || c > INT_MAX || oc > INT_MAX)
+    return Status(Code::kUnsupported, std::string(op) + ": a dimension exceeds the 32-bit BLAS interface");
+  return Status();
+}
+
+Shape with_last(Shape s, int64_t last) {
+  s.dims[s.rank - 1] = last;
+  return s;
+}
+
+}  // namespace
+
+Status linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) {
+  const char* op = "linear_forward";
+  ZW_TRY(detail::check_rank(op, "inp", inp, inp.dtype, 1));
+  ZW_TRY(detail::check_rank(op, "weight", weight, inp.dtype, 2));
+  const int64_t N = inp.shape.rows(), C = inp.shape.last(), OC = weight.shape[0];
+  ZW_TRY(detail::check(op, "weight", weight, inp.dtype, Shape{OC, C}));
+  ZW_TRY(detail::check_optional(op, "bias", bias, inp.dtype, Shape{OC}));
+  ZW_TRY(detail::check(op, "out", out, inp.dtype, with_last(inp.shape, OC)));
+  ZW_TRY(check_dims(op, N, C, OC));
+  return detail::dispatch_float(op, inp.dtype, [&](auto tag) {
+    using F = decltype(tag);
+    F* o = out.data<F>();
+    F beta = 0;
+    if (bias.defined()) {
+      const F* b = bias.data<F>();
+      for (int64_t r = 0; r < N; ++r)
+        for (int64_t j = 0; j < OC; ++j) o[r * OC + j] = b[j];
+      beta = 1;
+    }
+    if (N > 0 && OC > 0)
+      detail::gemm(false, true, int(N), int(OC), int(C), F(1), inp.data<F>(), int(C), weight.data<F>(), int(C), beta, o,
+                   int(OC));
+    return Status();
+  });
+}
+
+Status linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                       const Tensor& inp, const Tensor& weight) {
+  const char* op = "linear_backward";
+  ZW_TRY(detail::check_rank(op, "inp", inp, inp.dtype, 1));
+  ZW_TRY(detail::check_rank(op, "weight", weight, inp.dtype, 2));
+  const int64_t N = inp.shape.rows(), C = inp.shape.last(), OC = weight.shape[0];
+  ZW_TRY(detail::check(op, "weight", weight, inp.dtype, Shape{OC, C}));
+  ZW_TRY(detail::check(op, "dout", dout, inp.dtype, with_last(inp.shape, OC)));
+  ZW_TRY(detail::check_optional(op, "dinp", dinp, inp.dtype, inp.shape));
+  ZW_TRY(detail::check_optional(op, "dweight", dweight, inp.dtype, weight.shape));
+  ZW_TRY(detail::check_optional(op, "dbias", dbias, inp.dtype, Shape{OC}));
+  ZW_TRY(check_dims(op, N, C, OC));
+  if (N == 0) return Status();
+  return detail::dispatch_float(op, inp.dtype, [&](auto tag) {
+    using F = decltype(tag);
+    const F* d = dout.data<F>();
+    if (dinp.defined())
+      detail::gemm(false, false, int(N), int(C), int(OC), F(1), d, int(OC), weight.data<F>(), int(C), F(1),
+                   dinp.data<F>(), int(C));
+    if (dweight.defined())
+      detail::gemm(true, false, int(OC), int(C), int(N), F(1), d, int(OC), inp.data<F>(), int(C), F(1),
+                   dweight.data<F>(), int(C));
+    if (dbias.defined()) {
+      F* db = dbias.data<F>();
+      for (int64_t r = 0; r < N; ++r)
+        for (int64_t j = 0; j < OC; ++j) db[j] += d[r * OC + j];
+    }
+    return Status();
+  });
+}
+
+}  // namespace zw::tensor

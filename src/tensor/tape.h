@@ -1,0 +1,73 @@
+// tensor/tape.h — a minimal autograd tape: forward records ops, backward replays them in reverse.
+//
+// Usage per step:
+//   tape.clear();                                  // keeps capacity: no allocation in steady state
+//   ZW_TRY(record::linear(tape, y, x, w, b));      // runs linear_forward and records it
+//   ...                                            // more record:: calls, ending in cross_entropy
+//   (zero the activation gradients; the parameter gradients are zeroed by the trainer)
+//   ZW_TRY(tape.backward());                       // calls each op's *_backward, last op first
+// Each entry keeps the Vars (value + gradient views) the op touched and the tensors its forward saved; the tape
+// owns none of that memory, so everything recorded must stay alive and unchanged until backward() returns.
+// Gradients accumulate (see ops.h), so a Var used by several ops collects every contribution. The loss op seeds
+// the backward pass itself (cross_entropy records dloss = 1/rows for the mean loss).
+// Threading: a Tape is used by one thread at a time. Non-goals: a general graph, higher-order gradients,
+// automatic zeroing of parameter gradients, freeing activations early.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "tensor/ops.h"
+#include "tensor/tensor.h"
+#include "zerowire/status.h"
+
+namespace zw::tensor {
+
+enum class OpKind : uint8_t { kEmbedding, kLayerNorm, kLinear, kGelu, kResidual, kAttention, kCrossEntropy };
+const char* op_kind_name(OpKind kind);
+
+// One recorded op. Which slot holds what is fixed per kind (see tape.cc, record_*).
+struct TapeEntry {
+  OpKind kind = OpKind::kResidual;  // which backward to call
+  Var out;                          // the op's output (its grad is read by backward)
+  Var in[3];                        // the op's inputs and parameters, in the op's argument order
+  Tensor saved[3];                  // forward-saved tensors, ids and scratch (mean/rstd, att, probs, ...)
+  double scalar = 0.0;              // cross-entropy: dloss per position
+};
+
+class Tape {
+ public:
+  explicit Tape(size_t capacity = 0) { entries_.reserve(capacity); }
+  // Reserves room for `capacity` entries so that recording a step never allocates.
+  void reserve(size_t capacity) { entries_.reserve(capacity); }
+  // Forgets the recorded ops; keeps the reserved capacity.
+  void clear() { entries_.clear(); }
+  void push(const TapeEntry& entry) { entries_.push_back(entry); }
+  size_t size() const { return entries_.size(); }
+  size_t capacity() const { return entries_.capacity(); }
+  const TapeEntry& entry(size_t i) const { return entries_[i]; }
+  // Runs every recorded op's backward, last recorded first. The tape is left intact (clear() it for the next step).
+  Status backward() const;
+
+ private:
+  std::vector<TapeEntry> entries_;
+};
+
+// Forward ops that also record themselves on a tape. Arguments as in ops.h; Vars carry the gradient views that
+// backward fills (an undefined grad means "not needed").
+namespace record {
+Status embedding(Tape& tape, const Var& out, const Tensor& tokens, const Var& wte, const Var& wpe);
+Status layernorm(Tape& tape, const Var& out, const Tensor& mean, const Tensor& rstd, const Var& inp, const Var& weight,
+                 const Var& bias);
+// bias.value may be undefined (no bias).
+Status linear(Tape& tape, const Var& out, const Var& inp, const Var& weight, const Var& bias);
+Status gelu(Tape& tape, const Var& out, const Var& inp);
+Status residual(Tape& tape, const Var& out, const Var& a, const Var& b);
+// scratch: attention_scratch_shape(T), used by backward.
+Status attention(Tape& tape, const Var& out, const Tensor& att, const Tensor& scratch, const Var& qkv, int num_heads);
+// Records the mean loss; its backward seeds dlogits with 1/rows · (probs - onehot).
+Status cross_entropy(Tape& tape, const Tensor& losses, const Tensor& probs, const Var& logits, const Tensor& targets,
+                     double* mean_loss);
+}  // namespace record
+
+}  // namespace zw::tensor
