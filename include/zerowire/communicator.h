@@ -57,6 +57,7 @@ struct CommConfig {
   int64_t tree_threshold = -1;       // bytes below which auto picks tree; < 0 = ZW_TREE_THRESHOLD
   int64_t chunk_bytes = -1;          // ring pipeline chunk; < 0 = ZW_CHUNK_BYTES
   int64_t slots = -1;                // chunks in flight per peer; < 0 = ZW_SLOTS
+  int64_t eager_bytes = -1;          // largest eager (no clear-to-send) transfer; 0 disables; < 0 = ZW_EAGER_BYTES
   std::string name = "default";      // distinguishes several communicators sharing one store
 };
 

@@ -1,6 +1,7 @@
 // Communicator set-up (addresses through the store, endpoints to every peer) and the worker thread.
 #include "collectives/comm_impl.h"
 
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -33,21 +34,49 @@ struct PeerRecord {
   std::string address;
   PeerInfo info;
   int world_size = 0;
+  std::vector<std::byte> inbox_key;  // remote key of the peer's eager inbox (empty: eager off)
 };
 
-std::string encode_record(const std::string& address, int world_size) {
-  return address + "\n" + net::hostname() + "\n" + std::to_string(getpid()) + "\n" + std::to_string(world_size);
+std::string to_hex(const std::vector<std::byte>& bytes) {
+  std::string out;
+  char hex[3];
+  for (std::byte b : bytes) {
+    std::snprintf(hex, sizeof hex, "%02x", static_cast<unsigned>(b));
+    out += hex;
+  }
+  return out;
+}
+
+std::vector<std::byte> from_hex(const std::string& text) {
+  std::vector<std::byte> out;
+  for (size_t i = 0; i + 1 < text.size(); i += 2)
+    out.push_back(static_cast<std::byte>(std::stoul(text.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+// One line each: transport address, host, pid, world size, eager inbox key (hex).
+std::string encode_record(const std::string& address, int world_size, const std::vector<std::byte>& inbox_key) {
+  return address + "\n" + net::hostname() + "\n" + std::to_string(getpid()) + "\n" + std::to_string(world_size) +
+         "\n" + to_hex(inbox_key);
 }
 
 Result<PeerRecord> decode_record(const std::string& text, int peer) {
+  std::vector<std::string> lines;
+  for (size_t at = 0;;) {
+    size_t nl = text.find('\n', at);
+    lines.push_back(text.substr(at, nl == std::string::npos ? std::string::npos : nl - at));
+    if (nl == std::string::npos) break;
+    at = nl + 1;
+  }
+  if (lines.size() != 5)
+    return Status(Code::kProtocolError, "malformed address record of rank " + std::to_string(peer) +
+                                            " in the store (is it running the same zerowire version?)");
   PeerRecord r;
-  size_t a = text.find('\n'), b = text.find('\n', a + 1), c = text.find('\n', b + 1);
-  if (a == std::string::npos || b == std::string::npos || c == std::string::npos)
-    return Status(Code::kProtocolError, "malformed address record of rank " + std::to_string(peer) + " in the store");
-  r.address = text.substr(0, a);
-  r.info.host = text.substr(a + 1, b - a - 1);
-  r.info.pid = std::atoi(text.substr(b + 1, c - b - 1).c_str());
-  r.world_size = std::atoi(text.substr(c + 1).c_str());
+  r.address = lines[0];
+  r.info.host = lines[1];
+  r.info.pid = std::atoi(lines[2].c_str());
+  r.world_size = std::atoi(lines[3].c_str());
+  r.inbox_key = from_hex(lines[4]);
   return r;
 }
 
@@ -72,6 +101,12 @@ Result<CommSettings> resolve_settings(const CommConfig& config) {
   if (s.slots < 1 || s.slots > 64)
     return Status(Code::kInvalidArgument, "ZW_SLOTS=" + std::to_string(s.slots) + " is outside 1..64");
   if (s.timeout_s <= 0) return Status(Code::kInvalidArgument, "the operation timeout (ZW_TIMEOUT) must be positive");
+  int64_t eager = config.eager_bytes >= 0 ? config.eager_bytes : k.eager_bytes;
+  if (eager > (64 << 10))
+    return Status(Code::kInvalidArgument, "ZW_EAGER_BYTES=" + std::to_string(eager) + " is above the maximum of 64K");
+  if (k.eager_slots < 1 || k.eager_slots > 64)
+    return Status(Code::kInvalidArgument, "ZW_EAGER_SLOTS=" + std::to_string(k.eager_slots) + " is outside 1..64");
+  s.eager = EagerConfig{static_cast<size_t>(eager), static_cast<int>(k.eager_slots)};
   return s;
 }
 
@@ -106,7 +141,9 @@ Status CommImpl::connect(Store& store) {
   transport::TransportOptions topts{rank_, size_, job, settings_.store_address};
   ZW_ASSIGN_OR_RETURN(transport_, transport::create_transport(settings_.transport, topts));
   ZW_ASSIGN_OR_RETURN(std::string address, transport_->listen());
-  ZW_TRY(store.set("peer/" + std::to_string(rank_), encode_record(address, size_)));
+  ZW_TRY(create_inbox());
+  ZW_TRY(store.set("peer/" + std::to_string(rank_), encode_record(address, size_, inbox_key_)));
+  std::vector<std::vector<std::byte>> inbox_keys(size_);
 
   peers_.resize(size_);
   peers_[rank_] = PeerInfo{net::hostname(), static_cast<int>(getpid())};
@@ -123,10 +160,17 @@ Status CommImpl::connect(Store& store) {
       return Status(Code::kInvalidArgument, "rank " + std::to_string(p) + " created the communicator with world size " +
                                                 std::to_string(rec.world_size) + " but rank " +
                                                 std::to_string(rank_) + " with " + std::to_string(size_));
+    if (rec.inbox_key.empty() != inbox_key_.empty())
+      return Status(Code::kInvalidArgument, "rank " + std::to_string(p) + " and rank " + std::to_string(rank_) +
+                                                " disagree on eager transfers: every rank must use the same "
+                                                "ZW_EAGER_BYTES");
+    inbox_keys[p] = std::move(rec.inbox_key);
     peers_[p] = rec.info;
     ZW_ASSIGN_OR_RETURN(endpoints_[p], transport_->connect(p, rec.address));
   }
   rendezvous_ = std::make_unique<Rendezvous>(rank_, *transport_, endpoints_, peers_);
+  if (inbox_region_)
+    rendezvous_->enable_eager(settings_.eager, RegBuf{inbox_region_.get(), &inbox_key_}, std::move(inbox_keys));
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     Status s = endpoints_[p]->wait_connected(deadline);
@@ -144,6 +188,32 @@ CommImpl::~CommImpl() {
   }
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
+  inbox_region_.reset();
+  retire_inbox();
+}
+
+// Peers write into the inbox without asking first, so a peer that is still sending (it is desynchronized, or
+// its last message crossed our teardown) must never hit memory that this process reuses for something else.
+// The pages are replaced by an inaccessible reservation: their memory is returned, the addresses stay taken,
+// and a late write fails with EFAULT (shm) or an unknown region (tcp) on the sender's side.
+void CommImpl::retire_inbox() {
+  if (!inbox_) return;
+  void* p = mmap(inbox_, inbox_bytes_, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) free_huge(inbox_, inbox_bytes_);
+  inbox_ = nullptr;
+}
+
+Status CommImpl::create_inbox() {
+  // Eager inboxes grow with the world (size × slots × bytes); past 64 ranks rendezvous alone is used.
+  if (settings_.eager.bytes == 0 || size_ == 1 || size_ > 64) {
+    settings_.eager.bytes = 0;
+    return Status();
+  }
+  inbox_bytes_ = static_cast<size_t>(size_) * settings_.eager.slots * settings_.eager.bytes;
+  ZW_ASSIGN_OR_RETURN(inbox_, alloc_huge(inbox_bytes_));
+  ZW_ASSIGN_OR_RETURN(inbox_region_, transport_->register_memory(MemRef::host(inbox_, inbox_bytes_)));
+  inbox_key_ = inbox_region_->remote_key();
+  return Status();
 }
 
 Algo CommImpl::choose_algo(size_t bytes) const {

@@ -32,6 +32,7 @@ struct CommSettings {
   size_t tree_threshold;       // bytes below which auto picks tree
   size_t chunk_bytes;          // ring pipeline chunk
   int slots;                   // chunks in flight per peer
+  EagerConfig eager;           // eager transfers (bytes 0: off)
   std::string name;            // communicator name (store namespace)
   std::string store_address;   // for the tcp backend's interface choice
 };
@@ -84,6 +85,9 @@ class CommImpl {
 
   CommImpl(int rank, int size, const CommSettings& settings) : rank_(rank), size_(size), settings_(settings) {}
   Status connect(Store& store);
+  // Allocates and registers the eager inbox; its key goes into this rank's published record.
+  Status create_inbox();
+  void retire_inbox();
   void worker_loop();
   Status run(Pending& op);
 
@@ -96,6 +100,10 @@ class CommImpl {
   std::unique_ptr<Rendezvous> rendezvous_;
   std::unique_ptr<RegistrationCache> registry_;
   std::unique_ptr<ScratchArena> arena_;
+  void* inbox_ = nullptr;                                  // eager inbox: size × slots × bytes, sender-major
+  size_t inbox_bytes_ = 0;
+  std::unique_ptr<transport::MemoryRegion> inbox_region_;
+  std::vector<std::byte> inbox_key_;
 
   std::mutex mutex_;
   std::condition_variable cv_;

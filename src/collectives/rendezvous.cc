@@ -5,31 +5,12 @@
 #include <cstring>
 #include <thread>
 
+#include "collectives/rendezvous_wire.h"
 #include "common/log.h"
 
 namespace zw::internal {
 namespace {
 
-enum : uint8_t { kCtrlCts = 1, kCtrlAbort = 2 };
-
-// Clear-to-send on the wire, followed by the remote key bytes. Ranks of one job share an architecture.
-struct CtsWire {
-  uint8_t type;
-  uint8_t kind;
-  uint8_t algo;
-  uint8_t dtype;
-  uint8_t op;
-  uint8_t key_len;
-  uint16_t reserved;
-  uint32_t root;
-  uint32_t reserved2;
-  uint64_t count;
-  uint64_t seq;
-  uint64_t tag;
-  uint64_t offset;
-  uint64_t bytes;
-};
-constexpr size_t kMaxKey = transport::Message::kMaxControl - sizeof(CtsWire);
 static_assert(kMaxKey == 184, "Rendezvous::Cts::key holds exactly what fits a clear-to-send");
 
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
@@ -57,9 +38,12 @@ Status Rendezvous::begin_op(uint64_t seq, const OpDesc& desc, Deadline deadline,
   desc_ = desc;
   deadline_ = deadline;
   timeout_s_ = timeout_s;
-  for (size_t p = 0; p < state_.size(); ++p)
+  for (size_t p = 0; p < state_.size(); ++p) {
     for (const Cts& cts : state_[p].cts)
-      if (cts.seq == seq_) ZW_TRY(check_cts(static_cast<int>(p), cts));
+      if (cts.seq == seq_) ZW_TRY(check_desc(static_cast<int>(p), cts.desc));
+    for (const EagerArrived& e : state_[p].eager_arrived)
+      if (e.seq == seq_) ZW_TRY(check_desc(static_cast<int>(p), e.desc));
+  }
   return pump();
 }
 
@@ -74,38 +58,39 @@ Status Rendezvous::end_op() {
       /*local=*/true);
 }
 
-Status Rendezvous::check_cts(int peer, const Cts& cts) const {
-  if (cts.desc == desc_) return Status();
+Status Rendezvous::check_desc(int peer, const OpDesc& desc) const {
+  if (desc == desc_) return Status();
   return Status(Code::kDesync, "ranks called different collectives as operation #" + std::to_string(seq_) + ": " +
-                                   describe(peer) + " called " + cts.desc.describe() + " while " + describe(rank_) +
+                                   describe(peer) + " called " + desc.describe() + " while " + describe(rank_) +
                                    " called " + desc_.describe() +
                                    "; every rank must issue the same collectives in the same order");
 }
 
 Status Rendezvous::dispatch(int peer, const transport::Message& msg) {
   if (msg.kind == transport::MessageKind::kNotify) {
-    state_[peer].notifies.push_back(msg.notify);
+    if (!(msg.notify & kEagerNotify)) state_[peer].notifies.push_back(msg.notify);
     return Status();
   }
   auto payload = msg.payload();
   if (payload.empty()) return Status(Code::kProtocolError, "empty control message from " + describe(peer));
-  auto type = static_cast<uint8_t>(payload[0]);
-  if (type == kCtrlAbort) {
-    std::string reason(reinterpret_cast<const char*>(payload.data()) + 1, payload.size() - 1);
-    return Status(Code::kAborted, describe(peer) + " aborted the communicator: " + reason);
+  switch (static_cast<uint8_t>(payload[0])) {
+    case kCtrlAbort: {
+      std::string reason(reinterpret_cast<const char*>(payload.data()) + 1, payload.size() - 1);
+      return Status(Code::kAborted, describe(peer) + " aborted the communicator: " + reason);
+    }
+    case kCtrlEager: return on_eager(peer, payload);
+    case kCtrlCredit: return on_credit(peer, payload);
+    case kCtrlCts: break;
+    default: return Status(Code::kProtocolError, "unknown control message from " + describe(peer));
   }
   CtsWire w;
-  if (type != kCtrlCts || payload.size() < sizeof w)
-    return Status(Code::kProtocolError, "malformed control message from " + describe(peer));
+  if (payload.size() < sizeof w) return Status(Code::kProtocolError, "malformed clear-to-send from " + describe(peer));
   std::memcpy(&w, payload.data(), sizeof w);
-  if (payload.size() != sizeof w + w.key_len)
+  if (payload.size() != sizeof w + w.key_len || w.key_len > kMaxKey)
     return Status(Code::kProtocolError, "malformed clear-to-send from " + describe(peer));
-  Cts cts{w.seq, w.tag, OpDesc{static_cast<OpKind>(w.kind), static_cast<Algo>(w.algo), static_cast<DataType>(w.dtype),
-                               static_cast<ReduceOp>(w.op), w.root, w.count},
-          w.offset, w.bytes, w.key_len, {}};
-  if (w.key_len > cts.key.size()) return Status(Code::kProtocolError, "oversized remote key from " + describe(peer));
+  Cts cts{w.op.seq, w.tag, from_wire(w.op), w.offset, w.bytes, w.key_len, {}};
   std::memcpy(cts.key.data(), payload.data() + sizeof w, w.key_len);
-  if (cts.seq == seq_) ZW_TRY(check_cts(peer, cts));
+  if (cts.seq == seq_) ZW_TRY(check_desc(peer, cts.desc));
   state_[peer].cts.push_back(std::move(cts));
   return Status();
 }
@@ -175,18 +160,13 @@ Status Rendezvous::wait_for(int peer, const char* what, uint64_t tag, Predicate 
 
 Status Rendezvous::post_recv(int peer, const RegBuf& dst, size_t offset, size_t bytes, uint64_t tag) {
   if (bytes == 0) return Status();
+  if (is_eager(bytes)) return post_eager(peer, dst.data() + offset, bytes, tag);
   if (dst.key->size() > kMaxKey) return Status(Code::kInternal, "remote key too large for a clear-to-send message");
   std::byte buf[transport::Message::kMaxControl];
   CtsWire w{};
   w.type = kCtrlCts;
-  w.kind = static_cast<uint8_t>(desc_.kind);
-  w.algo = static_cast<uint8_t>(desc_.algo);
-  w.dtype = static_cast<uint8_t>(desc_.dtype);
-  w.op = static_cast<uint8_t>(desc_.op);
   w.key_len = static_cast<uint8_t>(dst.key->size());
-  w.root = desc_.root;
-  w.count = desc_.count;
-  w.seq = seq_;
+  w.op = to_wire(desc_, seq_);
   w.tag = tag;
   w.offset = offset;
   w.bytes = bytes;
@@ -199,7 +179,8 @@ Status Rendezvous::post_recv(int peer, const RegBuf& dst, size_t offset, size_t 
 
 Status Rendezvous::send(int peer, const RegBuf& src, size_t offset, size_t bytes, uint64_t tag, uint64_t* ticket) {
   auto& ep = endpoints_[peer];
-  if (bytes == 0) {
+  if (bytes == 0 || is_eager(bytes)) {
+    if (bytes != 0) ZW_TRY(send_eager(peer, src, offset, bytes, tag));
     if (ticket) *ticket = ep->writes_posted();
     return Status();
   }

@@ -4,7 +4,12 @@
 //   sender:   send(peer, src, offset, bytes, tag)       -> waits for that CTS, then one-sided write with notify
 //   receiver: wait_recv(peer, tag)                      -> waits for the notify of (seq, tag)
 //
-// Every CTS carries the operation's sequence number and description, so a peer that issued a different
+// Small transfers (at most EagerConfig::bytes) skip the clear-to-send round trip: the sender writes into a slot
+// of the receiver's pre-registered inbox and announces it with an EAGER message carrying the same sequence
+// number and description; the receiver copies the bytes out (at post_recv or on arrival, whichever is later)
+// and returns the slot with a CREDIT message. Both sides decide eager-or-not from the size alone.
+//
+// Every CTS and EAGER message carries the operation's sequence number and description, so a peer that issued a different
 // collective (or a different count, dtype, op, root or algorithm) is caught on its first message and named.
 // Messages for later operations (a fast peer running ahead) are kept until this rank gets there.
 // Waiting never hangs: each wait ends at the operation's deadline, fails as soon as any peer is known dead
@@ -51,6 +56,11 @@ struct PeerInfo {
   int pid = 0;
 };
 
+struct EagerConfig {
+  size_t bytes = 0;  // largest eager transfer; 0 disables eager transfers
+  int slots = 0;     // inbox slots per peer, at most 64
+};
+
 class Rendezvous {
  public:
   Rendezvous(int rank, transport::Transport& transport, std::vector<std::unique_ptr<transport::Endpoint>>& endpoints,
@@ -67,6 +77,10 @@ class Rendezvous {
   Status wait_recv(int peer, uint64_t tag, size_t bytes);
   // Waits until the write identified by `ticket` to `peer` completed locally (its source may be reused).
   Status wait_write(int peer, uint64_t ticket);
+
+  // Turns on eager transfers: `inbox` holds size × slots slots of config.bytes (sender-major), and
+  // peer_inbox_keys[p] is the remote key of rank p's inbox.
+  void enable_eager(const EagerConfig& config, const RegBuf& inbox, std::vector<std::vector<std::byte>> peer_inbox_keys);
 
   // Best effort: tells every peer that this communicator failed, with the reason.
   void broadcast_abort(const Status& reason);
@@ -85,18 +99,39 @@ class Rendezvous {
     std::array<std::byte, 184> key;  // the remote key (fits a clear-to-send message)
     std::span<const std::byte> key_bytes() const { return {key.data(), key_len}; }
   };
+  struct EagerPosted {  // a receive posted before its eager data arrived
+    uint64_t seq, tag;
+    std::byte* dst;
+    size_t bytes;
+  };
+  struct EagerArrived {  // eager data that arrived before its receive was posted
+    uint64_t seq, tag, bytes;
+    OpDesc desc;
+    uint32_t slot;
+  };
   struct PeerState {
     std::vector<Cts> cts;             // clear-to-send messages not yet consumed
     std::vector<uint64_t> notifies;   // notify values not yet consumed
+    std::vector<EagerPosted> eager_posted;
+    std::vector<EagerArrived> eager_arrived;
+    uint64_t free_slots = 0;          // bit i: slot i of this peer's inbox may be written by this rank
     Status error;                     // the endpoint failed (raised only when this peer is waited on)
   };
 
+  bool is_eager(size_t bytes) const { return eager_.bytes > 0 && bytes <= eager_.bytes; }
+  Status post_eager(int peer, std::byte* dst, size_t bytes, uint64_t tag);
+  Status send_eager(int peer, const RegBuf& src, size_t offset, size_t bytes, uint64_t tag);
+  Status on_eager(int peer, std::span<const std::byte> payload);
+  Status on_credit(int peer, std::span<const std::byte> payload);
+  // Copies arrived eager data to `dst`, marks the receive done and returns the slot to the sender.
+  Status consume_eager(int peer, const EagerArrived& arrived, std::byte* dst, size_t bytes);
   Status pump();
   Status dispatch(int peer, const transport::Message& msg);
-  Status check_cts(int peer, const Cts& cts) const;
+  Status check_desc(int peer, const OpDesc& desc) const;
   Status wait_for(int peer, const char* what, uint64_t tag, Predicate done, bool local = false);
   Status check_peer(int peer);
-  uint64_t notify_value(uint64_t tag) const { return ((seq_ & 0xFFFFFF) << 40) | (tag & 0xFFFFFFFFFFull); }
+  // Bit 63 is clear: it marks the notifications of eager writes, which carry no meaning of their own.
+  uint64_t notify_value(uint64_t tag) const { return ((seq_ & 0x7FFFFF) << 40) | (tag & 0xFFFFFFFFFFull); }
 
   int rank_;
   transport::Transport& transport_;
@@ -108,6 +143,9 @@ class Rendezvous {
   Deadline deadline_ = Deadline::never();
   double timeout_s_ = 0;
   Clock::time_point next_liveness_check_{};
+  EagerConfig eager_;
+  RegBuf inbox_;
+  std::vector<std::vector<std::byte>> peer_inbox_keys_;
 };
 
 }  // namespace zw::internal

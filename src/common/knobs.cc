@@ -37,11 +37,13 @@ const Row kKnobTable[] = {
   {{"ZW_TREE_THRESHOLD", KnobType::kBytes, "64K", "with ZW_ALGO=auto, ops of fewer bytes than this use tree/log-latency algorithms", false}, &Knobs::tree_threshold},
   {{"ZW_CHUNK_BYTES", KnobType::kBytes, "1M", "pipeline chunk of the ring algorithms", false}, &Knobs::chunk_bytes},
   {{"ZW_SLOTS", KnobType::kInt, "4", "chunks in flight per peer (staging slots of reductions)", false}, &Knobs::slots},
+  {{"ZW_EAGER_BYTES", KnobType::kBytes, "16K", "transfers of at most this many bytes go straight into a pre-registered inbox of the receiver, without a clear-to-send round trip (0 disables; at most 64K)", false}, &Knobs::eager_bytes},
+  {{"ZW_EAGER_SLOTS", KnobType::kInt, "8", "eager inbox slots per peer (1..64)", false}, &Knobs::eager_slots},
   {{"ZW_STORE_MAX_FRAME", KnobType::kBytes, "64M", "largest store request or value accepted, bytes", false}, &Knobs::store_max_frame},
   {{"ZW_TCP_CONNS_PER_PEER", KnobType::kInt, "1", "tcp sockets per peer; large writes are striped across them", false}, &Knobs::tcp_conns_per_peer},
   {{"ZW_TCP_SOCKBUF", KnobType::kBytes, "4M", "tcp SO_SNDBUF and SO_RCVBUF", false}, &Knobs::tcp_sockbuf},
   {{"ZW_TCP_LISTEN_ADDR", KnobType::kString, "", "address the tcp transport listens on (empty: the address that reaches the store)", false}, &Knobs::tcp_listen_addr},
-  {{"ZW_SHM_SPIN_US", KnobType::kInt, "50", "microseconds a waiting rank polls before sleeping on a futex", false}, &Knobs::shm_spin_us},
+  {{"ZW_SHM_SPIN_US", KnobType::kInt, "50", "microseconds a waiting rank polls (yielding the CPU between polls) before sleeping on a futex", false}, &Knobs::shm_spin_us},
 };
 // clang-format on
 

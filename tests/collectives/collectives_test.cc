@@ -1,5 +1,6 @@
 // The collective matrix: transport {shm, tcp} × world {1,2,3,4,5,8} × algorithm {ring, tree} × count
-// {0, 1, 7, 1000, 1M+3} × every dtype/op pair, out-of-place and in-place. Outputs are poisoned before every
+// {0, 1, 7, 1000, 1M+3} × every dtype/op pair, out-of-place and in-place, with eager transfers on (and off
+// for tcp+ring). Outputs are poisoned before every
 // operation and compared element by element with a serial reference. Ranks are threads.
 #include <gtest/gtest.h>
 
@@ -29,6 +30,9 @@ class CollectiveTest : public ::testing::TestWithParam<Param> {
     c.timeout_s = 60;
     c.chunk_bytes = 64 << 10;  // small chunks: many pipeline iterations even at moderate sizes
     c.slots = 2;
+    // Small transfers go eager by default; tcp+ring turns eager off so that the clear-to-send path is covered
+    // at every size too.
+    if (c.transport == "tcp" && c.algo == "ring") c.eager_bytes = 0;
     return c;
   }
   int world() const { return std::get<1>(GetParam()); }

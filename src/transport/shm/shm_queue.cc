@@ -17,7 +17,6 @@
 #include <ctime>
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
 #endif
 
 #include "common/clock.h"
@@ -35,12 +34,6 @@ constexpr size_t kPage = 4096;
 template <typename T>
 std::atomic_ref<T> shared(T& field) {
   return std::atomic_ref<T>(field);
-}
-
-void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#endif
 }
 
 size_t header_bytes(int world_size) {
@@ -281,17 +274,13 @@ bool ShmSegment::any_pending() const {
   return false;
 }
 
-void ShmSegment::wait(std::chrono::microseconds timeout, int64_t spin_us, bool yield) {
+void ShmSegment::wait(std::chrono::microseconds timeout, int64_t spin_us) {
   const uint64_t start = now_ns();
   const uint64_t total_ns = static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 0)) * 1000;
   const uint64_t spin_ns = std::min<uint64_t>(static_cast<uint64_t>(std::max<int64_t>(spin_us, 0)) * 1000, total_ns);
   do {
     if (any_pending()) return;
-    if (yield) {
-      sched_yield();
-    } else {
-      for (int i = 0; i < 32; ++i) cpu_relax();
-    }
+    sched_yield();
   } while (now_ns() - start < spin_ns);
   uint64_t elapsed = now_ns() - start;
   if (elapsed >= total_ns) return;

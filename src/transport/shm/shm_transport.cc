@@ -1,8 +1,6 @@
 // ShmTransport: segment creation, address exchange checks, registration and the activity wait.
 #include "transport/shm/shm_transport.h"
 
-#include <sched.h>
-
 #include <unistd.h>
 
 #include <thread>
@@ -13,24 +11,11 @@
 
 namespace zw::transport {
 
-namespace {
-
-// CPUs this process may run on (its affinity mask), at least 1.
-int usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
-}
-
-}  // namespace
-
 ShmTransport::ShmTransport(const TransportOptions& options)
     : options_(options),
       caps_{size_t{1} << 40,         Message::kMaxControl,      /*one_sided=*/false, /*host_memory=*/true,
             /*device_memory=*/false, /*any_memory_remote=*/true},
-      peers_(static_cast<size_t>(options.world_size)),
-      oversubscribed_(options.world_size > usable_cpus()) {}
+      peers_(static_cast<size_t>(options.world_size)) {}
 
 Result<std::string> ShmTransport::listen() {
   if (!address_.empty()) return address_;
@@ -94,7 +79,7 @@ void ShmTransport::wait_for_activity(std::chrono::microseconds timeout) {
     std::this_thread::sleep_for(timeout);
     return;
   }
-  segment_->wait(timeout, knobs().shm_spin_us, oversubscribed_);
+  segment_->wait(timeout, knobs().shm_spin_us);
 }
 
 bool ShmTransport::peer_known_dead(int peer_rank, std::string* why) {

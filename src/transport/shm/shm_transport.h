@@ -45,7 +45,6 @@ class ShmTransport final : public Transport {
   std::shared_ptr<ShmSegment> segment_;           // our inbound rings; created by listen()
   std::string address_;                           // what listen() returned
   std::vector<std::optional<ShmAddress>> peers_;  // addresses given to connect(), by rank
-  bool oversubscribed_;                           // more ranks than usable CPUs: waits yield, not pause
 };
 
 Result<std::unique_ptr<Transport>> create_shm_transport(const TransportOptions& options);

@@ -1,0 +1,67 @@
+// Control messages of the rendezvous protocol, as they travel in transport control messages. Ranks of one job
+// share an architecture, so the structs are copied as they are.
+#pragma once
+
+#include <cstdint>
+
+#include "transport/transport.h"
+
+namespace zw::internal {
+
+enum : uint8_t { kCtrlCts = 1, kCtrlAbort = 2, kCtrlEager = 3, kCtrlCredit = 4 };
+
+// The operation a message belongs to, for desync checks.
+struct OpWire {
+  uint8_t kind;
+  uint8_t algo;
+  uint8_t dtype;
+  uint8_t op;
+  uint32_t root;
+  uint64_t count;
+  uint64_t seq;
+};
+
+// Clear-to-send, followed by the remote key bytes.
+struct CtsWire {
+  uint8_t type;
+  uint8_t key_len;
+  uint16_t reserved;
+  uint32_t reserved2;
+  OpWire op;
+  uint64_t tag;
+  uint64_t offset;
+  uint64_t bytes;
+};
+constexpr size_t kMaxKey = transport::Message::kMaxControl - sizeof(CtsWire);
+
+// Eager data announced: it lies in inbox slot `slot` of the receiver.
+struct EagerWire {
+  uint8_t type;
+  uint8_t reserved[3];
+  uint32_t slot;
+  OpWire op;
+  uint64_t tag;
+  uint64_t bytes;
+};
+
+// The receiver returns an inbox slot to its sender.
+struct CreditWire {
+  uint8_t type;
+  uint8_t reserved[3];
+  uint32_t slot;
+};
+
+// Notify value of eager writes (ignored: the EAGER message that follows carries the meaning).
+constexpr uint64_t kEagerNotify = uint64_t{1} << 63;
+
+inline OpWire to_wire(const OpDesc& d, uint64_t seq) {
+  return OpWire{static_cast<uint8_t>(d.kind), static_cast<uint8_t>(d.algo), static_cast<uint8_t>(d.dtype),
+                static_cast<uint8_t>(d.op), d.root, d.count, seq};
+}
+
+inline OpDesc from_wire(const OpWire& w) {
+  return OpDesc{static_cast<OpKind>(w.kind), static_cast<Algo>(w.algo), static_cast<DataType>(w.dtype),
+                static_cast<ReduceOp>(w.op), w.root, w.count};
+}
+
+}  // namespace zw::internal
