@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <immintrin.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -274,10 +275,18 @@ bool ShmSegment::any_pending() const {
   return false;
 }
 
+constexpr uint64_t kHotPollNs = 5000;
+
 void ShmSegment::wait(std::chrono::microseconds timeout, int64_t spin_us) {
   const uint64_t start = now_ns();
   const uint64_t total_ns = static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 0)) * 1000;
   const uint64_t spin_ns = std::min<uint64_t>(static_cast<uint64_t>(std::max<int64_t>(spin_us, 0)) * 1000, total_ns);
+  // A peer running on another core answers within a few microseconds: poll hot for that long, then yield.
+  const uint64_t hot_ns = std::min<uint64_t>(kHotPollNs, spin_ns);
+  do {
+    if (any_pending()) return;
+    _mm_pause();
+  } while (now_ns() - start < hot_ns);
   do {
     if (any_pending()) return;
     sched_yield();

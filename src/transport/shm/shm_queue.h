@@ -129,10 +129,11 @@ class ShmSegment {
   // Whether a message waits in any inbound ring or in an endpoint's local backlog.
   bool any_pending() const;
   // Polls for `spin_us` then sleeps on the doorbell; returns when a message may be pending or after `timeout`.
-  // The spin phase yields the CPU (sched_yield) between polls rather than pausing on it: when ranks (or other
-  // work) outnumber cores, the peer whose message ends this wait must get to run, and a pausing spinner
-  // would hold its core for the whole spin (measured: 4 KiB all-gather 1–2 ms with a 1 ms pause-spin on a
-  // loaded 2-core VM, ~20 µs yielding). With nothing else runnable, sched_yield returns at once.
+  // Polls hot for 5 µs (a peer on another core answers within that), then yields the CPU (sched_yield)
+  // between polls for the rest of `spin_us`, then sleeps on the futex. Yielding matters when ranks (or other
+  // work) outnumber cores: the peer whose message ends this wait must get to run, and a pausing spinner holds
+  // its core for the whole spin (measured: 4 KiB all-gather 1–2 ms with a 1 ms pause-spin on a loaded 2-core
+  // VM, ~20 µs yielding).
   void wait(std::chrono::microseconds timeout, int64_t spin_us);
   // Messages endpoints drained from rings into local backlogs (process-local, not in shared memory).
   std::atomic<int64_t>& backlog() { return backlog_; }
