@@ -1,0 +1,106 @@
+// zw_train/main.cc — command line of the reference GPT trainer: train (default), --sample, --dump-corpus.
+//
+// Examples:
+//   zw_train --steps 300 --out-dir run1                      # embedded corpus, no download
+//   zw_train --data input.txt --layers 6 --d-model 256 --heads 8 --seq-len 256 --out-dir run2
+//   zw_train --out-dir run1 --steps 600 --resume             # continue exactly where run1 stopped
+//   zw_train --sample --ckpt run1/ckpt --prompt "the cat" --tokens 200 --temperature 0.8 --seed 7
+// Non-goals: multi-process training (see zwrun and src/zero), config files.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "zw_train/config.h"
+#include "zw_train/data.h"
+#include "zw_train/sample.h"
+#include "zw_train/trainer.h"
+
+namespace {
+
+void add_train_flags(CLI::App& app, zw::train::TrainConfig& c) {
+  app.add_option("--layers", c.model.num_layers, "transformer blocks")->capture_default_str();
+  app.add_option("--d-model", c.model.d_model, "channels")->capture_default_str();
+  app.add_option("--heads", c.model.num_heads, "attention heads (divides --d-model)")->capture_default_str();
+  app.add_option("--seq-len", c.model.max_seq_len, "context length T")->capture_default_str();
+  app.add_option("--vocab", c.model.vocab_size, "vocabulary (256 for the byte tokenizer)")->capture_default_str();
+  app.add_option("--batch", c.batch, "sequences per step")->capture_default_str();
+  app.add_option("--steps", c.steps, "total optimizer steps (and the LR schedule's length)")->capture_default_str();
+  app.add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
+  app.add_option("--min-lr", c.min_lr, "learning rate at the end of the cosine decay")->capture_default_str();
+  app.add_option("--warmup-steps", c.warmup_steps, "linear warmup steps")->capture_default_str();
+  app.add_option("--weight-decay", c.weight_decay, "AdamW decay of matmul weights and embeddings")
+      ->capture_default_str();
+  app.add_option("--grad-clip", c.grad_clip, "max global gradient norm (0: off)")->capture_default_str();
+  app.add_option("--seed", c.seed, "init, batch sampling and text sampling seed")->capture_default_str();
+  app.add_option("--data", c.data, "byte-level training text (default: the embedded corpus)");
+  app.add_option("--data-bin", c.data_bin, "llm.c token shard (uint16 tokens; set --vocab to match)");
+  app.add_option("--out-dir", c.out_dir, "metrics.jsonl and ckpt/ are written here")->capture_default_str();
+  app.add_option("--log-every", c.log_every, "progress line every N steps")->capture_default_str();
+  app.add_option("--eval-every", c.eval_every, "validation loss every N steps (0: at the end)")->capture_default_str();
+  app.add_option("--eval-batches", c.eval_batches, "validation batches per evaluation")->capture_default_str();
+  app.add_option("--ckpt-every", c.ckpt_every, "checkpoint every N steps (0: at the end only)")->capture_default_str();
+  app.add_flag("--resume", c.resume, "continue from OUT_DIR/ckpt when it exists");
+  app.add_option("--stop-after", c.stop_after, "stop after N steps of this run, with a checkpoint (0: no)");
+  app.add_option("--threads", c.threads, "OpenBLAS threads (fixed for reproducible results)")->capture_default_str();
+  app.add_flag("--quiet", c.quiet, "no progress lines");
+  app.add_option("--fault-ckpt-abort-bytes", c.fault_ckpt_abort_bytes,
+                 "testing: abort() after writing N bytes of the next checkpoint")
+      ->group("");
+}
+
+int dump_corpus(const std::string& path) {
+  std::ofstream out(path, std::ios::binary);
+  const std::string text = zw::train::embedded_corpus();
+  out.write(text.data(), std::streamsize(text.size()));
+  if (!out) {
+    std::fprintf(stderr, "zw_train: cannot write %s\n", path.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"zw_train: reference GPT-2 trainer on the zerowire tensor layer (CPU, single process)"};
+  zw::train::TrainConfig train;
+  zw::train::SampleConfig sample;
+  bool sample_mode = false;
+  std::string dump_path;
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a later flag overrides
+  add_train_flags(app, train);
+  app.add_flag("--sample", sample_mode, "generate text from --ckpt instead of training");
+  app.add_option("--ckpt", sample.ckpt_dir, "checkpoint directory to sample from (OUT_DIR/ckpt)");
+  app.add_option("--prompt", sample.prompt, "text to continue");
+  app.add_option("--tokens", sample.tokens, "tokens to generate")->capture_default_str();
+  app.add_option("--temperature", sample.temperature, "sampling temperature (0: greedy)")->capture_default_str();
+  app.add_option("--dump-corpus", dump_path, "write the embedded corpus to a file and exit");
+  CLI11_PARSE(app, argc, argv);
+
+  if (!dump_path.empty()) return dump_corpus(dump_path);
+  if (sample_mode) {
+    if (sample.ckpt_dir.empty()) sample.ckpt_dir = train.out_dir + "/ckpt";
+    sample.seed = train.seed;
+    sample.threads = train.threads;
+    std::fputs(sample.prompt.c_str(), stdout);
+    const zw::Status st = zw::train::sample(sample, [](const std::string& s) {
+      std::fwrite(s.data(), 1, s.size(), stdout);  // a byte may be NUL
+      std::fflush(stdout);
+    });
+    std::fputc('\n', stdout);
+    if (!st.ok()) {
+      std::fprintf(stderr, "zw_train: %s\n", st.to_string().c_str());
+      return 1;
+    }
+    return 0;
+  }
+  const zw::Result<zw::train::TrainReport> report = zw::train::run_training(train);
+  if (!report.ok()) {
+    std::fprintf(stderr, "zw_train: %s\n", report.status().to_string().c_str());
+    return 1;
+  }
+  std::printf("zw_train: done, %zu steps this run, median %.0f tokens/s\n", report->losses.size(),
+              report->tokens_per_s);
+  return 0;
+}
