@@ -176,6 +176,13 @@ Status CommImpl::connect(Store& store) {
     Status s = endpoints_[p]->wait_connected(deadline);
     if (!s.ok()) return s.with_context("connecting to " + rendezvous_->describe(p) + " over " + transport_->name());
   }
+  // No rank returns (and might tear down) before every rank is connected: a fast rank that finished and left
+  // must not look like a lost peer to one still completing its handshake.
+  std::vector<std::string> ready;
+  for (int p = 0; p < size_; ++p) ready.push_back("connected/" + std::to_string(p));
+  ZW_TRY(store.set(ready[rank_], "1"));
+  Status all = store.wait(ready, std::chrono::duration_cast<std::chrono::milliseconds>(deadline.remaining()));
+  if (!all.ok()) return all.with_context("waiting for every rank to finish connecting");
   registry_ = std::make_unique<RegistrationCache>(*transport_, 64);
   arena_ = std::make_unique<ScratchArena>(*transport_);
   return Status();
@@ -238,6 +245,7 @@ void CommImpl::abort(const Status& reason) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (abort_request_.ok()) abort_request_ = reason.ok() ? Status(Code::kAborted, "aborted by the application") : reason;
   }
+  if (rendezvous_) rendezvous_->interrupt();  // an operation blocked on a peer fails now, not at its deadline
   cv_.notify_all();
 }
 
@@ -254,7 +262,7 @@ void CommImpl::worker_loop() {
     Pending op;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !abort_request_.ok(); });
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || (!abort_request_.ok() && failed_.ok()); });
       if (!abort_request_.ok() && failed_.ok()) {
         failed_ = abort_request_;
         lock.unlock();

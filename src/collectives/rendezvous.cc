@@ -115,6 +115,11 @@ Status Rendezvous::pump() {
   return Status();
 }
 
+Status Rendezvous::explain(const Status& failure) {
+  Status why = pump();
+  return why.ok() ? failure : why;
+}
+
 // Fails when `peer` is known to be gone; for local waits (peer == this rank), when a peer that still owes a
 // write completion is gone.
 Status Rendezvous::check_peer(int peer) {
@@ -135,6 +140,9 @@ Status Rendezvous::wait_for(int peer, const char* what, uint64_t tag, Predicate 
   for (;;) {
     ZW_TRY(pump());
     if (done()) return Status();
+    if (interrupted_.load(std::memory_order_acquire))
+      return Status(Code::kAborted, "interrupted while waiting for " + std::string(what) + " from " + describe(peer) +
+                                        ": the application aborted the communicator");
     auto now = Clock::now();
     if (peer == rank_ || !state_[peer].error.ok()) ZW_TRY(check_peer(peer));
     if (deadline_.expired()) {
@@ -173,7 +181,7 @@ Status Rendezvous::post_recv(int peer, const RegBuf& dst, size_t offset, size_t 
   std::memcpy(buf, &w, sizeof w);
   std::memcpy(buf + sizeof w, dst.key->data(), dst.key->size());
   Status s = endpoints_[peer]->send(std::span<const std::byte>(buf, sizeof w + dst.key->size()));
-  if (!s.ok()) return Status(Code::kPeerFailed, "cannot reach " + describe(peer) + ": " + s.message());
+  if (!s.ok()) return explain(Status(Code::kPeerFailed, "cannot reach " + describe(peer) + ": " + s.message()));
   return Status();
 }
 
@@ -194,7 +202,7 @@ Status Rendezvous::send(int peer, const RegBuf& src, size_t offset, size_t bytes
                                      " has " + std::to_string(bytes));
   Status s = ep->write(*src.mr, offset, it->key_bytes(), it->offset, bytes, notify_value(tag));
   list.erase(it);
-  if (!s.ok()) return Status(s.code(), "write to " + describe(peer) + " failed: " + s.message());
+  if (!s.ok()) return explain(Status(s.code(), "write to " + describe(peer) + " failed: " + s.message()));
   if (ticket) *ticket = ep->writes_posted();
   return Status();
 }

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <memory>
@@ -82,6 +83,9 @@ class Rendezvous {
   // peer_inbox_keys[p] is the remote key of rank p's inbox.
   void enable_eager(const EagerConfig& config, const RegBuf& inbox, std::vector<std::vector<std::byte>> peer_inbox_keys);
 
+  // Makes every current and later wait fail with kAborted (callable from any thread).
+  void interrupt() { interrupted_.store(true, std::memory_order_release); }
+
   // Best effort: tells every peer that this communicator failed, with the reason.
   void broadcast_abort(const Status& reason);
 
@@ -126,6 +130,8 @@ class Rendezvous {
   // Copies arrived eager data to `dst`, marks the receive done and returns the slot to the sender.
   Status consume_eager(int peer, const EagerArrived& arrived, std::byte* dst, size_t bytes);
   Status pump();
+  // A send to `peer` failed with `failure`: if the peer said why before it left (an abort), that explains it.
+  Status explain(const Status& failure);
   Status dispatch(int peer, const transport::Message& msg);
   Status check_desc(int peer, const OpDesc& desc) const;
   Status wait_for(int peer, const char* what, uint64_t tag, Predicate done, bool local = false);
@@ -143,6 +149,7 @@ class Rendezvous {
   Deadline deadline_ = Deadline::never();
   double timeout_s_ = 0;
   Clock::time_point next_liveness_check_{};
+  std::atomic<bool> interrupted_{false};
   EagerConfig eager_;
   RegBuf inbox_;
   std::vector<std::vector<std::byte>> peer_inbox_keys_;

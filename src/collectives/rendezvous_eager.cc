@@ -53,9 +53,9 @@ Status Rendezvous::send_eager(int peer, const RegBuf& src, size_t offset, size_t
   // The inbox outlives every operation its owner takes part in, so a failed write means the owner is gone or
   // has torn down this communicator (or never joined this collective).
   if (!s.ok())
-    return Status(Code::kPeerFailed, describe(peer) + " no longer accepts data (it exited, destroyed the "
-                                                      "communicator, or is not running this collective): " +
-                                         s.message());
+    return explain(Status(Code::kPeerFailed, describe(peer) + " no longer accepts data (it exited, destroyed the "
+                                                              "communicator, or is not running this collective): " +
+                                                 s.message()));
   return Status();
 }
 
