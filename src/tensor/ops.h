@@ -59,7 +59,7 @@ Status attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv
 Status attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout, const Tensor& qkv,
                           const Tensor& att);
 Shape attention_probs_shape(int64_t batch, int64_t seq, int num_heads);  // [B, NH, T, T]
-Shape attention_scratch_shape(int64_t seq);                              // [T]
+Shape attention_scratch_shape(int64_t seq);                              // [T, T]
 
 // Fused softmax + cross-entropy over the last dim. logits/probs [..., V], targets i32 [rows-shape], losses
 // [rows-shape] (per-position -log p[target]); *mean_loss = mean of losses. Backward adds

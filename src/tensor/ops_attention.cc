@@ -1,13 +1,14 @@
 // tensor/ops_attention.cc — causal multi-head self-attention with softmax, forward and backward.
 //
-// Per batch b, head h, query position t (hs = C / NH, q/k/v rows taken from qkv [B,T,3C] at channel offsets
-// 0, C, 2C plus h·hs):
-//   forward   s[u] = q_t·k_u / sqrt(hs) for u <= t;  att[t,u] = softmax_u(s);  out_t = Σ_u att[t,u]·v_u
-//   backward  datt[u] = dout_t·v_u,  dv_u += att[t,u]·dout_t,
-//             ds[u] = att[t,u]·(datt[u] - Σ_w att[t,w]·datt[w]),  dq_t += Σ_u ds[u]·k_u/sqrt(hs),
-//             dk_u += ds[u]·q_t/sqrt(hs)
-// Only the probabilities are saved; the pre-softmax scores are not needed by backward. scratch holds datt for one
-// row. Non-goals: flash-style tiling, dropout, masks other than causal, KV caches.
+// Per batch b and head h (hs = C / NH; Q, K, V are the T×hs views of qkv [B,T,3C] at channel offsets 0, C, 2C plus
+// h·hs, row stride 3C), with P = att[b,h] (T×T, zero above the diagonal):
+//   forward   P = causal_softmax(Q·Kᵀ / sqrt(hs));  O = P·V
+//   backward  dP = dO·Vᵀ,  dV += Pᵀ·dO,  dS = P ∘ (dP - rowsum(P ∘ dP)) / sqrt(hs),  dQ += dS·K,  dK += dSᵀ·Q
+// Every product is a gemm on strided views. Rows go in blocks of kBlock queries: a block of rows [r0, r1) only
+// needs keys [0, r1), so most of the upper triangle is never computed. Only the probabilities are saved; scratch
+// ([T, T]) holds dP / dS for one (b, h). Non-goals: flash-style online softmax, dropout, masks other than causal,
+// KV caches.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -17,61 +18,69 @@
 namespace zw::tensor {
 
 Shape attention_probs_shape(int64_t batch, int64_t seq, int num_heads) { return Shape{batch, num_heads, seq, seq}; }
-Shape attention_scratch_shape(int64_t seq) { return Shape{seq}; }
+Shape attention_scratch_shape(int64_t seq) { return Shape{seq, seq}; }
 
 namespace {
 
+constexpr int64_t kBlock = 64;  // query rows per gemm block
+
+// Softmax over row[0, n), in place.
+void softmax_row(float* row, int64_t n) { detail::softmax_row_f32(row, n); }
+void softmax_row(double* row, int64_t n) {
+  double m = -INFINITY, sum = 0;
+  for (int64_t u = 0; u < n; ++u) m = std::max(m, row[u]);
+  for (int64_t u = 0; u < n; ++u) sum += (row[u] = std::exp(row[u] - m));
+  for (int64_t u = 0; u < n; ++u) row[u] /= sum;
+}
+
+// d[u] = p[u]·(d[u] - Σ_w p[w]·d[w])·scale over [0, n).
+void softmax_backward_row(float* d, const float* p, int64_t n, float scale) {
+  detail::softmax_backward_row_f32(d, p, n, scale);
+}
+void softmax_backward_row(double* d, const double* p, int64_t n, double scale) {
+  double dot = 0;
+  for (int64_t u = 0; u < n; ++u) dot += p[u] * d[u];
+  for (int64_t u = 0; u < n; ++u) d[u] = p[u] * (d[u] - dot) * scale;
+}
+
+// One (b, h): q/k/v point at row 0 of the head (row stride ld = 3C); out at row 0 (stride C); P is T×T.
 template <typename F>
-void attention_forward_row(F* out, F* att, const F* qkv, int64_t t, int64_t C, int64_t hs) {
-  const F* q = qkv + t * 3 * C;
+void attention_forward_head(F* out, F* P, const F* q, const F* k, const F* v, int64_t T, int64_t C, int64_t hs) {
+  const int64_t ld = 3 * C;
   const F scale = F(1) / std::sqrt(F(hs));
-  F maxv = -INFINITY;
-  for (int64_t u = 0; u <= t; ++u) {
-    const F* k = qkv + u * 3 * C + C;
-    F s = 0;
-    for (int64_t i = 0; i < hs; ++i) s += q[i] * k[i];
-    att[u] = s * scale;
-    if (att[u] > maxv) maxv = att[u];
-  }
-  F sum = 0;
-  for (int64_t u = 0; u <= t; ++u) {
-    att[u] = std::exp(att[u] - maxv);
-    sum += att[u];
-  }
-  const F inv = F(1) / sum;
-  for (int64_t u = 0; u <= t; ++u) att[u] *= inv;
-  for (int64_t u = 0; u <= t; ++u) {
-    const F* v = qkv + u * 3 * C + 2 * C;
-    for (int64_t i = 0; i < hs; ++i) out[i] = (u == 0 ? F(0) : out[i]) + att[u] * v[i];
+  for (int64_t r0 = 0; r0 < T; r0 += kBlock) {
+    const int64_t r1 = std::min(T, r0 + kBlock), m = r1 - r0;
+    F* Pb = P + r0 * T;
+    detail::gemm(false, true, int(m), int(r1), int(hs), scale, q + r0 * ld, int(ld), k, int(ld), F(0), Pb, int(T));
+    for (int64_t t = r0; t < r1; ++t) {
+      F* row = P + t * T;
+      softmax_row(row, t + 1);
+      std::fill(row + t + 1, row + T, F(0));
+    }
+    detail::gemm(false, false, int(m), int(hs), int(r1), F(1), Pb, int(T), v, int(ld), F(0), out + r0 * C, int(C));
   }
 }
 
+// One (b, h) of backward: dq/dk/dv/q/k/v at row 0 of the head (stride 3C), dO at row 0 (stride C), D scratch T×T.
 template <typename F>
-void attention_backward_row(F* dqkv, F* datt, const F* dout, const F* att, const F* qkv, int64_t t, int64_t C,
-                            int64_t hs) {
+void attention_backward_head(F* dq, F* dk, F* dv, F* D, const F* dO, const F* P, const F* q, const F* k, const F* v,
+                             int64_t T, int64_t C, int64_t hs) {
+  const int ld = int(3 * C);
   const F scale = F(1) / std::sqrt(F(hs));
-  F dot = 0;
-  for (int64_t u = 0; u <= t; ++u) {
-    const F* v = qkv + u * 3 * C + 2 * C;
-    F* dv = dqkv + u * 3 * C + 2 * C;
-    F s = 0;
-    for (int64_t i = 0; i < hs; ++i) {
-      s += dout[i] * v[i];
-      dv[i] += att[u] * dout[i];
+  for (int64_t r0 = 0; r0 < T; r0 += kBlock) {
+    const int64_t r1 = std::min(T, r0 + kBlock), m = r1 - r0;
+    const F* Pb = P + r0 * T;
+    F* Db = D + r0 * T;
+    const F* dOb = dO + r0 * C;
+    detail::gemm(false, true, int(m), int(r1), int(hs), F(1), dOb, int(C), v, ld, F(0), Db, int(T));
+    detail::gemm(true, false, int(r1), int(hs), int(m), F(1), Pb, int(T), dOb, int(C), F(1), dv, ld);
+    for (int64_t t = r0; t < r1; ++t) {
+      F* row = D + t * T;
+      softmax_backward_row(row, P + t * T, t + 1, scale);
+      std::fill(row + t + 1, row + r1, F(0));
     }
-    datt[u] = s;
-    dot += att[u] * s;
-  }
-  const F* q = qkv + t * 3 * C;
-  F* dq = dqkv + t * 3 * C;
-  for (int64_t u = 0; u <= t; ++u) {
-    const F ds = att[u] * (datt[u] - dot) * scale;
-    const F* k = qkv + u * 3 * C + C;
-    F* dk = dqkv + u * 3 * C + C;
-    for (int64_t i = 0; i < hs; ++i) {
-      dq[i] += ds * k[i];
-      dk[i] += ds * q[i];
-    }
+    detail::gemm(false, false, int(m), int(hs), int(r1), F(1), Db, int(T), k, ld, F(1), dq + r0 * ld, ld);
+    detail::gemm(true, false, int(r1), int(hs), int(m), F(1), Db, int(T), q + r0 * ld, ld, F(1), dk, ld);
   }
 }
 
@@ -104,13 +113,11 @@ Status attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv
   return detail::dispatch_float(op, qkv.dtype, [&](auto tag) {
     using F = decltype(tag);
     for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < NH; ++h)
-        for (int64_t t = 0; t < T; ++t) {
-          F* arow = att.data<F>() + ((b * NH + h) * T + t) * T;
-          for (int64_t u = t + 1; u < T; ++u) arow[u] = 0;
-          attention_forward_row(out.data<F>() + (b * T + t) * C + h * hs, arow, qkv.data<F>() + b * T * 3 * C + h * hs,
-                                t, C, hs);
-        }
+      for (int64_t h = 0; h < NH; ++h) {
+        const F* q = qkv.data<F>() + b * T * 3 * C + h * hs;
+        attention_forward_head(out.data<F>() + b * T * C + h * hs, att.data<F>() + (b * NH + h) * T * T, q, q + C,
+                               q + 2 * C, T, C, hs);
+      }
     return Status();
   });
 }
@@ -128,12 +135,13 @@ Status attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tenso
   return detail::dispatch_float(op, qkv.dtype, [&](auto tag) {
     using F = decltype(tag);
     for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < NH; ++h)
-        for (int64_t t = 0; t < T; ++t) {
-          const int64_t off = b * T * 3 * C + h * hs;
-          attention_backward_row(dqkv.data<F>() + off, scratch.data<F>(), dout.data<F>() + (b * T + t) * C + h * hs,
-                                 att.data<F>() + ((b * NH + h) * T + t) * T, qkv.data<F>() + off, t, C, hs);
-        }
+      for (int64_t h = 0; h < NH; ++h) {
+        const int64_t off = b * T * 3 * C + h * hs;
+        const F* q = qkv.data<F>() + off;
+        F* dq = dqkv.data<F>() + off;
+        attention_backward_head(dq, dq + C, dq + 2 * C, scratch.data<F>(), dout.data<F>() + b * T * C + h * hs,
+                                att.data<F>() + (b * NH + h) * T * T, q, q + C, q + 2 * C, T, C, hs);
+      }
     return Status();
   });
 }

@@ -1,8 +1,10 @@
 // tensor/ops_basic.cc — argument checks and the simple ops: token+position embedding, GELU, residual add.
 //
-// Non-goals: vectorization beyond what the compiler does; these loops are the CPU reference path.
+// GELU in f32 runs the vectorized kernels of ops_vec.cc; f64 (gradient checks) keeps the reference loops.
+// Non-goals: vectorization beyond what the compiler does for the other ops.
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
@@ -121,6 +123,10 @@ Status gelu_forward(const Tensor& out, const Tensor& inp) {
     const F* x = inp.data<F>();
     F* y = out.data<F>();
     const int64_t n = inp.numel();
+    if constexpr (std::is_same_v<F, float>) {
+      detail::gelu_forward_f32(y, x, n);
+      return Status();
+    }
     for (int64_t i = 0; i < n; ++i) {
       const F u = F(kGeluScale) * (x[i] + F(kGeluCubic) * x[i] * x[i] * x[i]);
       y[i] = F(0.5) * x[i] * (F(1) + std::tanh(u));
@@ -140,6 +146,10 @@ Status gelu_backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp) 
     const F* dy = dout.data<F>();
     F* dx = dinp.data<F>();
     const int64_t n = inp.numel();
+    if constexpr (std::is_same_v<F, float>) {
+      detail::gelu_backward_f32(dx, dy, x, n);
+      return Status();
+    }
     for (int64_t i = 0; i < n; ++i) {
       const F u = F(kGeluScale) * (x[i] + F(kGeluCubic) * x[i] * x[i] * x[i]);
       const F th = std::tanh(u);

@@ -5,6 +5,7 @@
 
 #include <cblas.h>
 
+#include <cstdint>
 #include <string>
 
 #include "tensor/tensor.h"
@@ -44,5 +45,17 @@ inline void gemm(bool ta, bool tb, int m, int n, int k, double alpha, const doub
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b,
               ldb, beta, c, ldc);
 }
+
+// f32 vector kernels (ops_vec.cc; AVX-512 / AVX2 / SSE2 picked at load time).
+void gelu_forward_f32(float* y, const float* x, int64_t n);                     // y = gelu(x)
+void gelu_backward_f32(float* dx, const float* dy, const float* x, int64_t n);  // dx += dy·gelu'(x)
+void softmax_row_f32(float* row, int64_t n);                                    // in place over row[0, n)
+float sum_f32(const float* x, int64_t n);
+void softmax_backward_row_f32(float* d, const float* p, int64_t n, float scale);  // d = p·(d - p·d)·scale
+// One row of C: stats = {mean, rstd}; backward skips null dx/dw/db.
+void layernorm_forward_row_f32(float* y, float* stats, const float* x, const float* w, const float* b, int64_t C,
+                               float eps);
+void layernorm_backward_row_f32(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w,
+                                float m, float s, int64_t C);
 
 }  // namespace zw::tensor::detail

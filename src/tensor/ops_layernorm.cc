@@ -2,9 +2,11 @@
 //
 // Backward, with xhat = (x - mean)·rstd and g = dout·weight per row of C elements:
 //   dx = rstd · (g - mean(g) - xhat · mean(g · xhat)),  dweight += dout · xhat,  dbias += dout.
+// f32 rows run the vectorized kernels of ops_vec.cc (same formulas, 16 partial sums); f64 keeps these loops.
 // Non-goals: RMSNorm, a no-affine variant.
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
@@ -27,6 +29,16 @@ Status layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rs
     using F = decltype(tag);
     const F* w = weight.data<F>();
     const F* b = bias.data<F>();
+    if constexpr (std::is_same_v<F, float>) {
+      for (int64_t r = 0; r < N; ++r) {
+        float stats[2];
+        detail::layernorm_forward_row_f32(out.data<F>() + r * C, stats, inp.data<F>() + r * C, w, b, C,
+                                          float(kLayerNormEps));
+        mean.data<F>()[r] = stats[0];
+        rstd.data<F>()[r] = stats[1];
+      }
+      return Status();
+    }
     for (int64_t r = 0; r < N; ++r) {
       const F* x = inp.data<F>() + r * C;
       F* y = out.data<F>() + r * C;
@@ -62,6 +74,13 @@ Status layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tenso
     const F* w = weight.data<F>();
     F* dw = dweight.data<F>();
     F* db = dbias.data<F>();
+    if constexpr (std::is_same_v<F, float>) {
+      for (int64_t r = 0; r < N; ++r)
+        detail::layernorm_backward_row_f32(dinp.defined() ? dinp.data<F>() + r * C : nullptr, dw, db,
+                                           dout.data<F>() + r * C, inp.data<F>() + r * C, w, mean.data<F>()[r],
+                                           rstd.data<F>()[r], C);
+      return Status();
+    }
     for (int64_t r = 0; r < N; ++r) {
       const F* x = inp.data<F>() + r * C;
       const F* dy = dout.data<F>() + r * C;
