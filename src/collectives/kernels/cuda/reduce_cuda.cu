@@ -38,10 +38,9 @@ __device__ inline Vec<typename DevElem<D>::Storage> reduce_vec(const Vec<typenam
 }
 
 template <DataType D, ReduceOp O>
-__global__ void __launch_bounds__(kThreads) reduce_vector_kernel(typename DevElem<D>::Storage* dst,
-                                                                 const typename DevElem<D>::Storage* a,
-                                                                 const typename DevElem<D>::Storage* b,
-                                                                 size_t count) {
+__global__ void __launch_bounds__(kThreads)
+    reduce_vector_kernel(typename DevElem<D>::Storage* dst, const typename DevElem<D>::Storage* a,
+                         const typename DevElem<D>::Storage* b, size_t count) {
   using S = typename DevElem<D>::Storage;
   constexpr size_t kPer = 16 / sizeof(S);
   const size_t nvec = count / kPer;
@@ -66,19 +65,18 @@ __global__ void __launch_bounds__(kThreads) reduce_vector_kernel(typename DevEle
 }
 
 template <DataType D, ReduceOp O>
-__global__ void __launch_bounds__(kThreads) reduce_scalar_kernel(typename DevElem<D>::Storage* dst,
-                                                                 const typename DevElem<D>::Storage* a,
-                                                                 const typename DevElem<D>::Storage* b,
-                                                                 size_t count) {
+__global__ void __launch_bounds__(kThreads)
+    reduce_scalar_kernel(typename DevElem<D>::Storage* dst, const typename DevElem<D>::Storage* a,
+                         const typename DevElem<D>::Storage* b, size_t count) {
   const size_t stride = size_t{gridDim.x} * blockDim.x;
   for (size_t i = size_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += stride)
     dst[i] = detail::reduce_elem<D, O>(a[i], b[i]);
 }
 
 template <DataType D>
-__global__ void __launch_bounds__(kThreads) scale_kernel(typename DevElem<D>::Storage* dst,
-                                                         const typename DevElem<D>::Storage* src, size_t count,
-                                                         typename DevElem<D>::Math factor, bool vector) {
+__global__ void __launch_bounds__(kThreads)
+    scale_kernel(typename DevElem<D>::Storage* dst, const typename DevElem<D>::Storage* src, size_t count,
+                 typename DevElem<D>::Math factor, bool vector) {
   using S = typename DevElem<D>::Storage;
   constexpr size_t kPer = 16 / sizeof(S);
   const size_t stride = size_t{gridDim.x} * blockDim.x;
@@ -146,10 +144,14 @@ template <DataType D>
 Status launch_reduce_op(ReduceOp op, void* dst, const void* a, const void* b, size_t count, cudaStream_t stream) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: return launch_reduce_typed<D, ReduceOp::kSum>(dst, a, b, count, stream);
-    case ReduceOp::kProd: return launch_reduce_typed<D, ReduceOp::kProd>(dst, a, b, count, stream);
-    case ReduceOp::kMin: return launch_reduce_typed<D, ReduceOp::kMin>(dst, a, b, count, stream);
-    case ReduceOp::kMax: return launch_reduce_typed<D, ReduceOp::kMax>(dst, a, b, count, stream);
+    case ReduceOp::kAvg:
+      return launch_reduce_typed<D, ReduceOp::kSum>(dst, a, b, count, stream);
+    case ReduceOp::kProd:
+      return launch_reduce_typed<D, ReduceOp::kProd>(dst, a, b, count, stream);
+    case ReduceOp::kMin:
+      return launch_reduce_typed<D, ReduceOp::kMin>(dst, a, b, count, stream);
+    case ReduceOp::kMax:
+      return launch_reduce_typed<D, ReduceOp::kMax>(dst, a, b, count, stream);
   }
   return Status(Code::kInvalidArgument, "launch_reduce: unknown reduce op");
 }
@@ -179,13 +181,20 @@ Status launch_reduce(DataType dtype, ReduceOp op, void* dst, const void* a, cons
   if (dst == nullptr || a == nullptr || b == nullptr)
     return Status(Code::kInvalidArgument, "launch_reduce: null buffer with a non-zero count");
   switch (dtype) {
-    case DataType::kFloat32: return launch_reduce_op<DataType::kFloat32>(op, dst, a, b, count, stream);
-    case DataType::kFloat16: return launch_reduce_op<DataType::kFloat16>(op, dst, a, b, count, stream);
-    case DataType::kBFloat16: return launch_reduce_op<DataType::kBFloat16>(op, dst, a, b, count, stream);
-    case DataType::kFloat64: return launch_reduce_op<DataType::kFloat64>(op, dst, a, b, count, stream);
-    case DataType::kInt32: return launch_reduce_op<DataType::kInt32>(op, dst, a, b, count, stream);
-    case DataType::kInt64: return launch_reduce_op<DataType::kInt64>(op, dst, a, b, count, stream);
-    case DataType::kUInt8: return launch_reduce_op<DataType::kUInt8>(op, dst, a, b, count, stream);
+    case DataType::kFloat32:
+      return launch_reduce_op<DataType::kFloat32>(op, dst, a, b, count, stream);
+    case DataType::kFloat16:
+      return launch_reduce_op<DataType::kFloat16>(op, dst, a, b, count, stream);
+    case DataType::kBFloat16:
+      return launch_reduce_op<DataType::kBFloat16>(op, dst, a, b, count, stream);
+    case DataType::kFloat64:
+      return launch_reduce_op<DataType::kFloat64>(op, dst, a, b, count, stream);
+    case DataType::kInt32:
+      return launch_reduce_op<DataType::kInt32>(op, dst, a, b, count, stream);
+    case DataType::kInt64:
+      return launch_reduce_op<DataType::kInt64>(op, dst, a, b, count, stream);
+    case DataType::kUInt8:
+      return launch_reduce_op<DataType::kUInt8>(op, dst, a, b, count, stream);
   }
   return Status(Code::kInvalidArgument, "launch_reduce: unknown data type");
 }
@@ -195,10 +204,14 @@ Status launch_scale(DataType dtype, void* dst, const void* src, size_t count, do
   if (dst == nullptr || src == nullptr)
     return Status(Code::kInvalidArgument, "launch_scale: null buffer with a non-zero count");
   switch (dtype) {
-    case DataType::kFloat32: return launch_scale_typed<DataType::kFloat32>(dst, src, count, factor, stream);
-    case DataType::kFloat16: return launch_scale_typed<DataType::kFloat16>(dst, src, count, factor, stream);
-    case DataType::kBFloat16: return launch_scale_typed<DataType::kBFloat16>(dst, src, count, factor, stream);
-    case DataType::kFloat64: return launch_scale_typed<DataType::kFloat64>(dst, src, count, factor, stream);
+    case DataType::kFloat32:
+      return launch_scale_typed<DataType::kFloat32>(dst, src, count, factor, stream);
+    case DataType::kFloat16:
+      return launch_scale_typed<DataType::kFloat16>(dst, src, count, factor, stream);
+    case DataType::kBFloat16:
+      return launch_scale_typed<DataType::kBFloat16>(dst, src, count, factor, stream);
+    case DataType::kFloat64:
+      return launch_scale_typed<DataType::kFloat64>(dst, src, count, factor, stream);
     case DataType::kInt32:
     case DataType::kInt64:
     case DataType::kUInt8:
