@@ -110,6 +110,14 @@ Result<CommSettings> resolve_settings(const CommConfig& config) {
   return s;
 }
 
+Status CommImpl::store_barrier(Store& store, const std::string& name, Deadline deadline) {
+  std::vector<std::string> keys;
+  for (int p = 0; p < size_; ++p) keys.push_back(name + "/" + std::to_string(p));
+  ZW_TRY(store.set(keys[rank_], "1"));
+  Status all = store.wait(keys, std::chrono::duration_cast<std::chrono::milliseconds>(deadline.remaining()));
+  return all.ok() ? all : all.with_context("waiting for every rank at the '" + name + "' step of communicator set-up");
+}
+
 Result<std::unique_ptr<CommImpl>> CommImpl::create(std::shared_ptr<Store> store, int rank, int size,
                                                    const CommSettings& settings) {
   if (size < 1 || rank < 0 || rank >= size)
@@ -168,6 +176,9 @@ Status CommImpl::connect(Store& store) {
     peers_[p] = rec.info;
     ZW_ASSIGN_OR_RETURN(endpoints_[p], transport_->connect(p, rec.address));
   }
+  // Every rank has called connect() for every peer before anyone waits: a verbs queue pair that receives before
+  // its owner moved it to RTR drops the packet and the sender retries only after a full ack timeout.
+  ZW_TRY(store_barrier(store, "connecting", deadline));
   rendezvous_ = std::make_unique<Rendezvous>(rank_, *transport_, endpoints_, peers_);
   if (inbox_region_)
     rendezvous_->enable_eager(settings_.eager, RegBuf{inbox_region_.get(), &inbox_key_}, std::move(inbox_keys));
@@ -178,11 +189,7 @@ Status CommImpl::connect(Store& store) {
   }
   // No rank returns (and might tear down) before every rank is connected: a fast rank that finished and left
   // must not look like a lost peer to one still completing its handshake.
-  std::vector<std::string> ready;
-  for (int p = 0; p < size_; ++p) ready.push_back("connected/" + std::to_string(p));
-  ZW_TRY(store.set(ready[rank_], "1"));
-  Status all = store.wait(ready, std::chrono::duration_cast<std::chrono::milliseconds>(deadline.remaining()));
-  if (!all.ok()) return all.with_context("waiting for every rank to finish connecting");
+  ZW_TRY(store_barrier(store, "connected", deadline));
   registry_ = std::make_unique<RegistrationCache>(*transport_, 64);
   arena_ = std::make_unique<ScratchArena>(*transport_);
   return Status();
@@ -235,6 +242,7 @@ Work CommImpl::enqueue(const OpDesc& desc, std::chrono::milliseconds timeout, Ta
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(Pending{desc, next_seq_++, timeout_s, std::move(task), work});
+    queued_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_all();
   return Work(work);
@@ -260,6 +268,7 @@ void CommImpl::worker_loop() {
   log::set_thread_rank(rank_);
   for (;;) {
     Pending op;
+    poll_briefly([&] { return queued_.load(std::memory_order_acquire) > 0; });  // back-to-back ops skip the sleep
     {
       std::unique_lock<std::mutex> lock(mutex_);
       cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || (!abort_request_.ok() && failed_.ok()); });
@@ -275,6 +284,7 @@ void CommImpl::worker_loop() {
       }
       op = std::move(queue_.front());
       queue_.pop_front();
+      queued_.fetch_sub(1, std::memory_order_release);
     }
     if (!failed_.ok()) {
       op.work->finish(failed_.with_context(op.desc.describe() + " not run: the communicator failed earlier"));

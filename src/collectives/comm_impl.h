@@ -6,6 +6,7 @@
 // worker tells the peers, fails the operation and fails every later one with the same reason.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -87,6 +88,8 @@ class CommImpl {
   Status connect(Store& store);
   // Allocates and registers the eager inbox; its key goes into this rank's published record.
   Status create_inbox();
+  // Waits until every rank reached the set-up step `name`.
+  Status store_barrier(Store& store, const std::string& name, Deadline deadline);
   void retire_inbox();
   void worker_loop();
   Status run(Pending& op);
@@ -108,6 +111,7 @@ class CommImpl {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Pending> queue_;
+  std::atomic<size_t> queued_{0};  // queue_.size(), readable without the lock (the worker polls it)
   uint64_t next_seq_ = 1;
   bool stopping_ = false;
   Status failed_;       // sticky: set by the worker on the first failure, or by abort()

@@ -10,19 +10,16 @@ void WorkState::finish(Status status) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     status_ = std::move(status);
-    done_ = true;
+    done_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }
 
-bool WorkState::done() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return done_;
-}
+bool WorkState::done() const { return done_.load(std::memory_order_acquire); }
 
 bool WorkState::wait_until(std::chrono::steady_clock::time_point deadline) const {
   std::unique_lock<std::mutex> lock(mutex_);
-  return cv_.wait_until(lock, deadline, [&] { return done_; });
+  return cv_.wait_until(lock, deadline, [&] { return done(); });
 }
 
 Status WorkState::status() const {

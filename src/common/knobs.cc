@@ -44,6 +44,13 @@ const Row kKnobTable[] = {
   {{"ZW_TCP_SOCKBUF", KnobType::kBytes, "4M", "tcp SO_SNDBUF and SO_RCVBUF", false}, &Knobs::tcp_sockbuf},
   {{"ZW_TCP_LISTEN_ADDR", KnobType::kString, "", "address the tcp transport listens on (empty: the address that reaches the store)", false}, &Knobs::tcp_listen_addr},
   {{"ZW_SHM_SPIN_US", KnobType::kInt, "50", "microseconds a waiting rank polls (yielding the CPU between polls) before sleeping on a futex", false}, &Knobs::shm_spin_us},
+  {{"ZW_IB_HCA", KnobType::kString, "", "RDMA devices/ports, NCCL syntax: mlx5_0:1,mlx5_1 (prefix match), =name exact, ^ excludes; empty = first active port", false}, &Knobs::ib_hca},
+  {{"ZW_IB_GID_INDEX", KnobType::kInt, "-1", "RoCE GID index; -1 = automatic (RoCE v2 IPv4-mapped first, never link-local)", false}, &Knobs::ib_gid_index},
+  {{"ZW_IB_TIMEOUT", KnobType::kInt, "20", "InfiniBand ack timeout exponent: 4.096 us * 2^value per retry (0..31)", false}, &Knobs::ib_timeout},
+  {{"ZW_IB_RETRY_CNT", KnobType::kInt, "7", "retransmissions before a verbs connection fails (0..7)", false}, &Knobs::ib_retry_cnt},
+  {{"ZW_IB_TC", KnobType::kInt, "0", "GRH traffic class of RoCE packets (DSCP << 2)", false}, &Knobs::ib_tc},
+  {{"ZW_IB_SL", KnobType::kInt, "0", "InfiniBand service level / RoCE priority (0..15)", false}, &Knobs::ib_sl},
+  {{"ZW_IB_QPS_PER_CONNECTION", KnobType::kInt, "1", "RC queue pairs per peer (only 1 is implemented yet)", false}, &Knobs::ib_qps_per_connection},
 };
 // clang-format on
 
@@ -155,7 +162,8 @@ const Knobs& knobs() {
         size_t d = edit_distance(name, row.info.name);
         if (d < best) best = d, nearest = &row.info;
       }
-      if (best != 0 && nearest)
+      // A near miss is almost always a typo; a distant name belongs to something else (a test harness).
+      if (best != 0 && best <= 3 && nearest)
         warnings.push_back("unknown environment variable " + name + " (did you mean " + nearest->name + "?)");
     }
     // Logging depends on knobs, so report through stderr directly rather than through ZW_WARN.

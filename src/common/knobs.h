@@ -35,6 +35,13 @@ struct Knobs {
   int64_t tcp_sockbuf;         // ZW_TCP_SOCKBUF: SO_SNDBUF/SO_RCVBUF, bytes
   std::string tcp_listen_addr; // ZW_TCP_LISTEN_ADDR: address the tcp transport listens on ("" = auto)
   int64_t shm_spin_us;         // ZW_SHM_SPIN_US: busy-poll time before sleeping on a futex
+  std::string ib_hca;          // ZW_IB_HCA: RDMA devices/ports to use, NCCL syntax
+  int64_t ib_gid_index;        // ZW_IB_GID_INDEX: RoCE GID index (-1: automatic)
+  int64_t ib_timeout;          // ZW_IB_TIMEOUT: ack timeout exponent
+  int64_t ib_retry_cnt;        // ZW_IB_RETRY_CNT: retransmissions before a connection fails
+  int64_t ib_tc;               // ZW_IB_TC: GRH traffic class
+  int64_t ib_sl;               // ZW_IB_SL: service level
+  int64_t ib_qps_per_connection;  // ZW_IB_QPS_PER_CONNECTION: RC queue pairs per peer
 };
 
 enum class KnobType { kString, kInt, kBytes, kDouble };

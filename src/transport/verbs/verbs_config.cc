@@ -1,0 +1,41 @@
+// The verbs settings, taken from the knob table (ZW_IB_* rows in common/knobs.cc) and range-checked.
+#include "transport/verbs/verbs_config.h"
+
+#include <string>
+
+#include "common/knobs.h"
+
+namespace zw::transport::verbs {
+
+const VerbsConfig& verbs_config() {
+  static const VerbsConfig config = [] {
+    VerbsConfig c;
+    const Knobs& k = knobs();
+    c.hca = k.ib_hca;
+    c.gid_index = static_cast<int>(k.ib_gid_index);
+    c.timeout = static_cast<int>(k.ib_timeout);
+    c.retry_cnt = static_cast<int>(k.ib_retry_cnt);
+    c.traffic_class = static_cast<int>(k.ib_tc);
+    c.service_level = static_cast<int>(k.ib_sl);
+    c.qps_per_connection = static_cast<int>(k.ib_qps_per_connection);
+    return c;
+  }();
+  return config;
+}
+
+Status check_verbs_config(const VerbsConfig& c) {
+  struct Range {
+    const char* name;
+    int value, lo, hi;
+  };
+  const Range ranges[] = {{"ZW_IB_GID_INDEX", c.gid_index, -1, 255},     {"ZW_IB_TIMEOUT", c.timeout, 0, 31},
+                          {"ZW_IB_RETRY_CNT", c.retry_cnt, 0, 7},         {"ZW_IB_TC", c.traffic_class, 0, 255},
+                          {"ZW_IB_SL", c.service_level, 0, 15},          {"ZW_IB_QPS_PER_CONNECTION", c.qps_per_connection, 1, 64}};
+  for (const Range& r : ranges)
+    if (r.value < r.lo || r.value > r.hi)
+      return Status(Code::kInvalidArgument, std::string(r.name) + "=" + std::to_string(r.value) + " is outside " +
+                                                std::to_string(r.lo) + ".." + std::to_string(r.hi));
+  return Status();
+}
+
+}  // namespace zw::transport::verbs

@@ -1,0 +1,265 @@
+// VerbsTransport: listen/connect, registration, the activity wait and the async-event thread.
+#include "transport/verbs/verbs_transport.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "common/log.h"
+#include "common/socket.h"
+#include "transport/verbs/verbs_address.h"
+#include "transport/verbs/verbs_connection.h"
+#include "transport/verbs/verbs_endpoint.h"
+#include "transport/verbs/verbs_memory_region.h"
+
+namespace zw::transport {
+namespace {
+
+using verbs::VerbsConnection;
+using verbs::VerbsDevice;
+
+constexpr auto kSpin = std::chrono::microseconds(20);  // busy-poll before sleeping on the completion channel
+
+// The rank-indexed credit words peers RDMA-write into (see verbs_connection.h). Shared with the endpoints,
+// whose connections read them, so that they may outlive the transport.
+struct CreditArray {
+  std::vector<uint64_t> words;         // by peer rank
+  ibv_mr* mr = nullptr;                // registered for remote write
+  std::shared_ptr<VerbsDevice> device;  // keeps the protection domain alive
+  ~CreditArray() {
+    if (mr) ibv_dereg_mr(mr);
+  }
+};
+
+class VerbsTransport final : public Transport {
+ public:
+  VerbsTransport(const TransportOptions& options, const verbs::VerbsConfig& config,
+                 std::shared_ptr<VerbsDevice> device)
+      : options_(options),
+        config_(config),
+        device_(std::move(device)),
+        caps_{size_t{1} << 40,        Message::kMaxControl,      /*one_sided=*/true, /*host_memory=*/true,
+              /*device_memory=*/false, /*any_memory_remote=*/true},
+        conns_(static_cast<size_t>(options.world_size)),
+        connected_(static_cast<size_t>(options.world_size), false) {}
+  ~VerbsTransport() override;
+
+  const char* name() const override { return "verbs"; }
+  const Caps& caps() const override { return caps_; }
+  Result<std::string> listen() override;
+  Result<std::unique_ptr<Endpoint>> connect(int peer_rank, const std::string& address) override;
+  Result<std::unique_ptr<MemoryRegion>> register_memory(MemRef mem) override {
+    return verbs::register_verbs_memory(device_, mem);
+  }
+  void wait_for_activity(std::chrono::microseconds timeout) override;
+  bool peer_known_dead(int peer_rank, std::string* why) override;
+
+ private:
+  Status create_credit_array();
+  bool any_activity();
+  void async_loop();
+  void handle_async_event(const ibv_async_event& event);
+
+  TransportOptions options_;                            // rank, world size
+  verbs::VerbsConfig config_;                           // ZW_IB_* settings
+  std::shared_ptr<VerbsDevice> device_;                 // the opened port
+  Caps caps_;                                           // what this backend can do
+  std::shared_ptr<CreditArray> credits_;                // created by listen()
+  std::vector<std::shared_ptr<VerbsConnection>> conns_;  // by peer rank; created by listen()
+  std::vector<bool> connected_;                         // connect() was called for that rank
+  std::string address_;                                 // what listen() returned
+  int stop_fd_ = -1;                                    // eventfd that stops the async thread
+  std::thread async_thread_;                            // reads ibv_get_async_event
+};
+
+VerbsTransport::~VerbsTransport() {
+  if (async_thread_.joinable()) {
+    uint64_t one = 1;
+    ssize_t n = ::write(stop_fd_, &one, sizeof one);
+    (void)n;
+    async_thread_.join();
+  }
+  if (stop_fd_ >= 0) ::close(stop_fd_);
+}
+
+Status VerbsTransport::create_credit_array() {
+  credits_ = std::make_shared<CreditArray>();
+  credits_->words.assign(static_cast<size_t>(options_.world_size), 0);
+  credits_->device = device_;
+  credits_->mr = ibv_reg_mr(device_->pd(), credits_->words.data(), credits_->words.size() * sizeof(uint64_t),
+                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (credits_->mr == nullptr) return system_error("ibv_reg_mr of the credit words on " + device_->name(), errno);
+  return Status();
+}
+
+Result<std::string> VerbsTransport::listen() {
+  if (!address_.empty()) return address_;
+  ZW_TRY(create_credit_array());
+  std::random_device rd;
+  const uint32_t psn = rd() & 0xffffff;
+  verbs::VerbsAddress address;
+  address.rank = options_.rank;
+  address.host = net::hostname();
+  address.device = device_->name() + ":" + std::to_string(device_->port());
+  address.lid = device_->lid();
+  address.gid = device_->gid();
+  address.ethernet = device_->ethernet();
+  address.mtu = device_->active_mtu();
+  address.psn = psn;
+  address.credit_addr = reinterpret_cast<uintptr_t>(credits_->words.data());
+  address.credit_rkey = credits_->mr->rkey;
+  address.qpn.assign(static_cast<size_t>(options_.world_size), 0);
+  for (int peer = 0; peer < options_.world_size; ++peer) {
+    if (peer == options_.rank) continue;
+    const volatile uint64_t* word = &credits_->words[static_cast<size_t>(peer)];
+    ZW_ASSIGN_OR_RETURN(conns_[static_cast<size_t>(peer)],
+                        VerbsConnection::create(device_, options_.rank, peer, psn, word, config_));
+    address.qpn[static_cast<size_t>(peer)] = conns_[static_cast<size_t>(peer)]->qp_num();
+  }
+  stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_fd_ < 0) return system_error("eventfd for the verbs async-event thread", errno);
+  async_thread_ = std::thread([this] { async_loop(); });
+  address_ = address.to_string();
+  ZW_INFO(kVerbs, "rank %d listening on %s with %d qps", options_.rank, device_->describe().c_str(),
+          options_.world_size - 1);
+  return address_;
+}
+
+Result<std::unique_ptr<Endpoint>> VerbsTransport::connect(int peer_rank, const std::string& address) {
+  std::string peer = "rank " + std::to_string(peer_rank);
+  if (address_.empty()) return Status(Code::kInvalidArgument, "connect(" + peer + ") before listen() on verbs");
+  if (peer_rank < 0 || peer_rank >= options_.world_size || peer_rank == options_.rank)
+    return Status(Code::kInvalidArgument, "cannot connect rank " + std::to_string(options_.rank) + " to " + peer +
+                                              ": peers are 0.." + std::to_string(options_.world_size - 1) +
+                                              " other than itself");
+  if (connected_[static_cast<size_t>(peer_rank)])
+    return Status(Code::kInvalidArgument, "rank " + std::to_string(options_.rank) + " is already connected to " + peer);
+  auto parsed = verbs::VerbsAddress::parse(address);
+  if (!parsed.ok()) return parsed.status().with_context("cannot connect to " + peer).at(__FILE__, __LINE__);
+  if (parsed->rank != peer_rank || parsed->qpn.size() != static_cast<size_t>(options_.world_size))
+    return Status(Code::kInvalidArgument, "the address given for " + peer + " belongs to rank " +
+                                              std::to_string(parsed->rank) + " of a world of " +
+                                              std::to_string(parsed->qpn.size()) + ": " + address);
+  if (parsed->qpn[static_cast<size_t>(options_.rank)] == 0)
+    return Status(Code::kInvalidArgument, "the address of " + peer + " reserves no QP for rank " +
+                                              std::to_string(options_.rank) + ": " + address);
+  auto& conn = conns_[static_cast<size_t>(peer_rank)];
+  verbs::CreditTarget credit{parsed->credit_addr + static_cast<uint64_t>(options_.rank) * sizeof(uint64_t),
+                             parsed->credit_rkey};
+  Status st = conn->connect(*parsed, credit);
+  if (!st.ok()) return st.with_context("cannot connect to " + peer).at(__FILE__, __LINE__);
+  connected_[static_cast<size_t>(peer_rank)] = true;
+  return std::unique_ptr<Endpoint>(new verbs::VerbsEndpoint(credits_, conn, device_.get()));
+}
+
+bool VerbsTransport::any_activity() {
+  bool any = false;
+  for (auto& conn : conns_)
+    if (conn && conn->connected() && conn->progress_and_check()) any = true;
+  return any;
+}
+
+void VerbsTransport::wait_for_activity(std::chrono::microseconds timeout) {
+  const Deadline deadline = Deadline::after(timeout);
+  const Deadline spin_end = Deadline::min(deadline, Deadline::after(kSpin));
+  do {
+    if (any_activity()) return;
+    std::this_thread::yield();
+  } while (!spin_end.expired());
+  for (auto& conn : conns_)
+    if (conn && conn->connected()) conn->arm();
+  if (any_activity() || deadline.expired()) return;  // a completion may have arrived before the arming
+  auto left_us = std::chrono::duration_cast<std::chrono::microseconds>(deadline.remaining()).count();
+  pollfd pfd{device_->channel()->fd, POLLIN, 0};
+  ::poll(&pfd, 1, static_cast<int>((left_us + 999) / 1000));
+  ibv_cq* cq = nullptr;
+  void* context = nullptr;
+  while (ibv_get_cq_event(device_->channel(), &cq, &context) == 0) ibv_ack_cq_events(cq, 1);
+}
+
+bool VerbsTransport::peer_known_dead(int peer_rank, std::string* why) {
+  if (peer_rank < 0 || peer_rank >= options_.world_size) return false;
+  const auto& conn = conns_[static_cast<size_t>(peer_rank)];
+  if (!conn || !conn->peer_gone()) return false;
+  if (why) *why = conn->why_failed();
+  return true;
+}
+
+void VerbsTransport::async_loop() {
+  log::set_thread_rank(options_.rank);
+  pollfd fds[2] = {{device_->context()->async_fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+  for (;;) {
+    if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
+      ZW_WARN(kVerbs, "poll on the async event fd of %s: %s", device_->name().c_str(), std::strerror(errno));
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    ibv_async_event event;
+    while (ibv_get_async_event(device_->context(), &event) == 0) {
+      handle_async_event(event);
+      ibv_ack_async_event(&event);
+    }
+  }
+}
+
+void VerbsTransport::handle_async_event(const ibv_async_event& event) {
+  std::string what = std::string("async event '") + ibv_event_type_str(event.event_type) + "' on " + device_->describe();
+  switch (event.event_type) {
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_CQ_ERR:
+      for (auto& conn : conns_) {
+        if (conn && (conn->qp() == event.element.qp || conn->cq() == event.element.cq))
+          (void)conn->fail(Status(Code::kConnectionLost, what + " for the connection to rank " +
+                                                             std::to_string(conn->peer()) +
+                                                             ": the QP is in the error state (a malformed or "
+                                                             "unexpected request from that rank, or a local fault)"),
+                           false);
+      }
+      return;
+    case IBV_EVENT_PORT_ERR:
+    case IBV_EVENT_DEVICE_FATAL:
+      ZW_WARN(kVerbs, "%s: failing every connection", what.c_str());
+      for (auto& conn : conns_)
+        if (conn)
+          (void)conn->fail(Status(Code::kConnectionLost, what + ": the port or device failed (link down or "
+                                                               "adapter error); check the cable/switch and dmesg"),
+                           false);
+      return;
+    default:
+      ZW_INFO(kVerbs, "%s", what.c_str());
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> create_verbs_transport(const TransportOptions& options) {
+  return create_verbs_transport(options, verbs::verbs_config());
+}
+
+Result<std::unique_ptr<Transport>> create_verbs_transport(const TransportOptions& options,
+                                                          const verbs::VerbsConfig& config) {
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size)
+    return Status(Code::kInvalidArgument, "verbs transport: rank " + std::to_string(options.rank) +
+                                              " is not within a world of " + std::to_string(options.world_size));
+  ZW_TRY(verbs::check_verbs_config(config));
+  if (config.qps_per_connection != 1) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      ZW_WARN(kVerbs, "ZW_IB_QPS_PER_CONNECTION=%d is not implemented yet; using 1 QP per peer",
+              config.qps_per_connection);
+  }
+  ZW_ASSIGN_OR_RETURN(auto device, verbs::VerbsDevice::open(config));
+  return std::unique_ptr<Transport>(new VerbsTransport(options, config, std::move(device)));
+}
+
+}  // namespace zw::transport

@@ -1,0 +1,188 @@
+// Pure-logic tests of the verbs backend, runnable without RDMA hardware: the ZW_IB_HCA filter, GID selection
+// on fake GID tables, and the address and remote-key formats.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include "transport/verbs/verbs_address.h"
+#include "transport/verbs/verbs_device.h"
+#include "transport/verbs/verbs_memory_region.h"
+
+namespace zw::transport::verbs {
+namespace {
+
+HcaFilter parse_ok(const std::string& text) {
+  auto f = parse_hca_filter(text);
+  EXPECT_TRUE(f.ok()) << text << ": " << f.status().to_string();
+  return f.ok() ? *f : HcaFilter{};
+}
+
+TEST(VerbsHcaFilterTest, EmptyMatchesEverything) {
+  HcaFilter f = parse_ok("");
+  EXPECT_TRUE(hca_matches(f, "mlx5_0", 1));
+  EXPECT_TRUE(hca_matches(f, "rxe0", 2));
+}
+
+TEST(VerbsHcaFilterTest, PrefixAndPorts) {
+  HcaFilter f = parse_ok("mlx5_0:1,mlx5_1");
+  ASSERT_EQ(f.entries.size(), 2u);
+  EXPECT_EQ(f.entries[0].name, "mlx5_0");
+  EXPECT_EQ(f.entries[0].port, 1);
+  EXPECT_EQ(f.entries[1].port, -1);
+  EXPECT_TRUE(hca_matches(f, "mlx5_0", 1));
+  EXPECT_FALSE(hca_matches(f, "mlx5_0", 2));
+  EXPECT_TRUE(hca_matches(f, "mlx5_1", 2));
+  EXPECT_TRUE(hca_matches(f, "mlx5_10", 1));  // prefix match, as NCCL does without '='
+  EXPECT_FALSE(hca_matches(f, "mlx5_2", 1));
+  EXPECT_TRUE(hca_matches(parse_ok("mlx5"), "mlx5_3", 1));
+}
+
+TEST(VerbsHcaFilterTest, ExactAndExclude) {
+  HcaFilter exact = parse_ok("=mlx5_1");
+  EXPECT_TRUE(exact.exact);
+  EXPECT_TRUE(hca_matches(exact, "mlx5_1", 1));
+  EXPECT_FALSE(hca_matches(exact, "mlx5_10", 1));
+  HcaFilter exclude = parse_ok("^mlx5_0");
+  EXPECT_TRUE(exclude.exclude);
+  EXPECT_FALSE(hca_matches(exclude, "mlx5_0", 1));
+  EXPECT_FALSE(hca_matches(exclude, "mlx5_01", 1));
+  EXPECT_TRUE(hca_matches(exclude, "rxe0", 1));
+  HcaFilter both = parse_ok("^=mlx5_0:2");
+  EXPECT_TRUE(both.exclude && both.exact);
+  EXPECT_TRUE(hca_matches(both, "mlx5_0", 1));
+  EXPECT_FALSE(hca_matches(both, "mlx5_0", 2));
+  EXPECT_TRUE(hca_matches(both, "mlx5_00", 2));
+}
+
+TEST(VerbsHcaFilterTest, RejectsMalformed) {
+  for (const char* bad : {"^", "=", ",mlx5_0", "mlx5_0,", "mlx5_0:", "mlx5_0:x", "mlx5_0:0", ":1"}) {
+    auto f = parse_hca_filter(bad);
+    EXPECT_FALSE(f.ok()) << "'" << bad << "' was accepted";
+    if (!f.ok()) {
+      EXPECT_EQ(f.status().code(), Code::kInvalidArgument);
+      EXPECT_NE(f.status().message().find("ZW_IB_HCA"), std::string::npos) << f.status().message();
+    }
+  }
+}
+
+GidEntry gid(int index, const char* text, GidType type) {
+  GidEntry e;
+  e.index = index;
+  e.type = type;
+  EXPECT_EQ(::inet_pton(AF_INET6, text, e.gid.data()), 1) << text;
+  return e;
+}
+
+// What rxe on an interface with 10.0.2.15 shows: link-local v1/v2, then IPv4-mapped v1/v2.
+std::vector<GidEntry> softroce_table() {
+  return {gid(0, "fe80::5054:ff:fe5a:5701", GidType::kRoceV1), gid(1, "fe80::5054:ff:fe5a:5701", GidType::kRoceV2),
+          gid(2, "::ffff:10.0.2.15", GidType::kRoceV1), gid(3, "::ffff:10.0.2.15", GidType::kRoceV2)};
+}
+
+TEST(VerbsGidTest, PrefersRoceV2Ipv4Mapped) {
+  auto c = select_gid(softroce_table(), /*ethernet=*/true, -1);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->index, 3);
+  EXPECT_NE(c->reason.find("RoCE v2"), std::string::npos) << c->reason;
+  EXPECT_NE(c->reason.find("::ffff:10.0.2.15"), std::string::npos) << c->reason;
+}
+
+TEST(VerbsGidTest, OrderOfPreferenceAndLowestIndex) {
+  std::vector<GidEntry> t = {gid(0, "fe80::1", GidType::kRoceV2), gid(1, "::ffff:10.1.1.1", GidType::kRoceV1),
+                             gid(2, "2001:db8::5", GidType::kRoceV2), gid(3, "2001:db8::6", GidType::kRoceV2)};
+  auto c = select_gid(t, true, -1);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->index, 2) << "RoCE v2 IPv6 beats RoCE v1 IPv4; the lowest index wins a tie";
+  t.erase(t.begin() + 2, t.end());
+  c = select_gid(t, true, -1);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->index, 1);
+  EXPECT_NE(c->reason.find("RoCE v1"), std::string::npos) << c->reason;
+}
+
+TEST(VerbsGidTest, NeverLinkLocal) {
+  std::vector<GidEntry> t = {gid(0, "fe80::1", GidType::kRoceV1), gid(1, "fe80::1", GidType::kRoceV2),
+                             gid(2, "::", GidType::kRoceV2)};
+  auto c = select_gid(t, true, -1);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kNotFound);
+  EXPECT_NE(c.status().message().find("ZW_IB_GID_INDEX"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("fe80::1"), std::string::npos) << c.status().message();
+}
+
+TEST(VerbsGidTest, OverrideWinsAndIsChecked) {
+  auto c = select_gid(softroce_table(), true, 1);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->index, 1);
+  EXPECT_NE(c->reason.find("ZW_IB_GID_INDEX=1"), std::string::npos) << c->reason;
+  EXPECT_NE(c->reason.find("link-local"), std::string::npos) << c->reason;
+  auto bad = select_gid(softroce_table(), true, 9);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("3=::ffff:10.0.2.15"), std::string::npos) << bad.status().message();
+}
+
+TEST(VerbsGidTest, InfinibandUsesPortGid) {
+  std::vector<GidEntry> t = {gid(0, "fe80::2:c903:a:1b2c", GidType::kIb)};
+  auto c = select_gid(t, /*ethernet=*/false, -1);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->index, 0);
+}
+
+TEST(VerbsAddressTest, RoundTrip) {
+  VerbsAddress a;
+  a.rank = 2;
+  a.host = "node7";
+  a.device = "mlx5_0:1";
+  a.lid = 17;
+  a.gid = gid(0, "::ffff:10.0.2.15", GidType::kRoceV2).gid;
+  a.ethernet = true;
+  a.mtu = 3;
+  a.psn = 0xabcdef;
+  a.credit_addr = 0x7f0012345678;
+  a.credit_rkey = 4242;
+  a.qpn = {17, 18, 0, 20};
+  auto b = VerbsAddress::parse(a.to_string());
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  EXPECT_EQ(b->to_string(), a.to_string());
+  EXPECT_EQ(b->gid, a.gid);
+  EXPECT_EQ(b->qpn, a.qpn);
+  EXPECT_EQ(b->credit_addr, a.credit_addr);
+  EXPECT_EQ(b->psn, a.psn);
+}
+
+TEST(VerbsAddressTest, RejectsMalformed) {
+  VerbsAddress a;
+  a.rank = 1;
+  a.mtu = 3;
+  a.qpn = {5, 0};
+  std::string good = a.to_string();
+  ASSERT_TRUE(VerbsAddress::parse(good).ok());
+  for (std::string bad : {std::string("tcp:1.2.3.4:5"), good.substr(0, good.find(";qpn")),
+                          good + ",x", good.replace(good.find("mtu=3"), 5, "mtu=9")}) {
+    auto r = VerbsAddress::parse(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    }
+  }
+}
+
+TEST(VerbsRemoteKeyTest, RoundTripAndForeignKeys) {
+  VerbsRemoteKey k{0x1234, 0x7f0000001000, 1 << 20};
+  auto bytes = k.serialize();
+  ASSERT_EQ(bytes.size(), VerbsRemoteKey::kBytes);
+  auto back = VerbsRemoteKey::parse(bytes);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->rkey, k.rkey);
+  EXPECT_EQ(back->address, k.address);
+  EXPECT_EQ(back->length, k.length);
+  bytes[0] = std::byte{0};
+  EXPECT_EQ(VerbsRemoteKey::parse(bytes).status().code(), Code::kInvalidArgument);
+  EXPECT_FALSE(VerbsRemoteKey::parse(std::span<const std::byte>(bytes.data(), 8)).ok());
+}
+
+}  // namespace
+}  // namespace zw::transport::verbs
