@@ -13,47 +13,20 @@
 
 #include "transport/tcp/tcp_transport.h"
 #include "transport/transport.h"
+#include "tests/transport/transport_test_util.h"
 
 namespace zw::transport::tcp_test {
 
-#define ZW_ASSERT_OK(expr)                                                 \
-  do {                                                                     \
-    const auto& zw_value_ = (expr); /* extends a temporary's lifetime */   \
-    const ::zw::Status& zw_status_ = ::zw::internal::as_status(zw_value_); \
-    ASSERT_TRUE(zw_status_.ok()) << zw_status_.to_string();                \
-  } while (0)
+using test_util::bytes_of;
+using test_util::fill_pattern;
+using test_util::next_message;
+using test_util::pattern;
+using test_util::World;
 
 inline std::string random_job_id() {
   std::random_device rd;
   return "tcp-test-" + std::to_string(rd()) + "-" + std::to_string(rd());
 }
-
-// Byte `i` of rank `rank`'s source pattern; a hash of the index, so a stripe landing at the wrong offset shows.
-inline std::byte pattern(int rank, size_t i, uint32_t salt = 0) {
-  uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(rank) << 56) ^ salt;
-  x ^= x >> 29;
-  return static_cast<std::byte>(x & 0xff);
-}
-
-inline void fill_pattern(std::vector<std::byte>& buf, int rank, uint32_t salt = 0) {
-  for (size_t i = 0; i < buf.size(); ++i) buf[i] = pattern(rank, i, salt);
-}
-
-// World of transports in this process, every pair connected: ep[r][p] is rank r's endpoint to rank p.
-struct World {
-  std::string job_id;
-  std::vector<std::string> addresses;
-  std::vector<std::unique_ptr<Transport>> transports;
-  std::vector<std::vector<std::unique_ptr<Endpoint>>> ep;
-
-  ~World() {
-    for (auto& row : ep) row.clear();  // endpoints before their transports
-    transports.clear();
-  }
-
-  Transport& t(int rank) { return *transports[static_cast<size_t>(rank)]; }
-  Endpoint& e(int rank, int peer) { return *ep[static_cast<size_t>(rank)][static_cast<size_t>(peer)]; }
-};
 
 inline TransportOptions options_for(int rank, int world_size, const std::string& job_id) {
   TransportOptions o;
@@ -88,37 +61,8 @@ inline std::unique_ptr<World> make_transports(int world_size, int conns_per_peer
 // Creates and fully connects a world; null (with a test failure recorded) when that failed.
 inline std::unique_ptr<World> make_world(int world_size, int conns_per_peer, int64_t sockbuf = -1) {
   auto w = make_transports(world_size, conns_per_peer, sockbuf);
-  if (!w) return nullptr;
-  for (int r = 0; r < world_size; ++r) {
-    for (int p = 0; p < world_size; ++p) {
-      if (p == r) continue;
-      auto e = w->t(r).connect(p, w->addresses[static_cast<size_t>(p)]);
-      EXPECT_TRUE(e.ok()) << e.status().to_string();
-      if (!e.ok()) return nullptr;
-      w->ep[static_cast<size_t>(r)][static_cast<size_t>(p)] = std::move(e).value();
-    }
-  }
-  for (int r = 0; r < world_size; ++r) {
-    for (int p = 0; p < world_size; ++p) {
-      if (p == r) continue;
-      Status st = w->e(r, p).wait_connected(Deadline::after_seconds(10));
-      EXPECT_TRUE(st.ok()) << st.to_string();
-      if (!st.ok()) return nullptr;
-    }
-  }
+  if (!w || !test_util::connect_all(*w, 10)) return nullptr;
   return w;
-}
-
-// Polls until a message arrives, the endpoint fails or the deadline passes.
-inline Result<Message> next_message(Transport& t, Endpoint& e, Deadline deadline) {
-  Message m;
-  for (;;) {
-    Result<bool> got = e.poll(&m);
-    if (!got.ok()) return got.status();
-    if (*got) return m;
-    if (deadline.expired()) return Status(Code::kTimeout, "no message from rank " + std::to_string(e.peer()));
-    t.wait_for_activity(std::chrono::milliseconds(20));
-  }
 }
 
 // Waits until every posted write of `e` completed locally.
@@ -129,10 +73,6 @@ inline Status wait_writes_completed(Transport& t, Endpoint& e, Deadline deadline
     t.wait_for_activity(std::chrono::milliseconds(5));
   }
   return Status();
-}
-
-inline std::span<const std::byte> bytes_of(const std::string& s) {
-  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
 
 }  // namespace zw::transport::tcp_test
