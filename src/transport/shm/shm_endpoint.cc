@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +20,9 @@ namespace zw::transport {
 namespace {
 
 constexpr uint64_t kLivenessCheckNs = 10'000'000;  // how often a waiting endpoint checks the peer's pid
+// Ring messages of this kind carry a small write: the destination address, then the bytes.
+constexpr MessageKind kInlineWriteKind = static_cast<MessageKind>(2);
+constexpr size_t kInlineWriteMax = Message::kMaxControl - sizeof(uint64_t);
 constexpr int kMaxSleepUs = 100;                   // longest sleep between polls of a waiting endpoint
 
 std::string hex(uint64_t value) {
@@ -134,6 +138,16 @@ Status ShmEndpoint::write(const MemoryRegion& local, size_t local_offset, std::s
                                               " but " + peer_desc() +
                                               " is another process: was it another rank's key?");
   ++writes_posted_;
+  if (bytes > 0 && bytes <= kInlineWriteMax) {
+    // Small writes travel inside the ring slot and the owner copies them into place when it pops the slot,
+    // before it sees the notify: no process_vm_writev system call (1.66 µs for 8 bytes, against UCX's 0.16).
+    std::array<std::byte, Message::kMaxControl> slot;
+    uint64_t address = key->address + remote_offset;
+    std::memcpy(slot.data(), &address, sizeof address);
+    std::memcpy(slot.data() + sizeof address, src.data() + local_offset, bytes);
+    ++writes_completed_;
+    return push(kInlineWriteKind, notify, std::span<const std::byte>(slot.data(), sizeof address + bytes));
+  }
   if (bytes > 0) ZW_TRY(copy_to_peer(src.data() + local_offset, key->address + remote_offset, bytes, key->pid));
   ++writes_completed_;
   return push(MessageKind::kNotify, notify, {});
@@ -227,6 +241,15 @@ Status ShmEndpoint::wait_for_slot(MessageKind kind, uint64_t notify, std::span<c
 Result<bool> ShmEndpoint::pop_ring(Message* out) {
   uint32_t raw_size = 0;
   if (!in_.try_pop(out, &raw_size)) return false;
+  if (out->kind == kInlineWriteKind && raw_size >= sizeof(uint64_t) && raw_size <= Message::kMaxControl) {
+    uint64_t address;  // inside a region this rank registered and gave the peer the key of
+    std::memcpy(&address, out->data.data(), sizeof address);
+    std::memcpy(reinterpret_cast<void*>(address), out->data.data() + sizeof address,  // NOLINT(performance-no-int-to-ptr)
+                raw_size - sizeof address);
+    out->kind = MessageKind::kNotify;
+    out->size = 0;
+    return true;
+  }
   if (raw_size > Message::kMaxControl || (out->kind != MessageKind::kNotify && out->kind != MessageKind::kControl))
     return fail(Status(Code::kProtocolError, "rank " + std::to_string(peer()) + " sent a malformed shm message (kind " +
                                                  std::to_string(static_cast<int>(out->kind)) + ", " +

@@ -218,7 +218,7 @@ TEST(ShmProcess, WriteIntoAnExitedProcessFailsNamingThePeer) {
   ASSERT_TRUE(key.ok()) << key.status().to_string();
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
-  std::vector<std::byte> src(16);
+  std::vector<std::byte> src(4096);  // above the inline limit: the copy itself must notice the dead process
   auto mr = side->transport->register_memory(MemRef::host(src.data(), src.size()));
   ASSERT_TRUE(mr.ok());
   Status s = side->endpoint->write(*mr.value(), 0, key->payload(), 0, src.size(), 1);
