@@ -207,7 +207,7 @@ TEST(ShmProcess, WriteIntoAnExitedProcessFailsNamingThePeer) {
   if (child == 0) {
     auto side = connect_side(1, job, p.to_child[0], p.to_parent[1]);
     if (!side.ok()) child_fail(30, side.status().to_string());
-    std::vector<std::byte> buf(4096);
+    std::vector<std::byte> buf(8192);
     auto mr = side->transport->register_memory(MemRef::host(buf.data(), buf.size()));
     if (!mr.ok() || !side->endpoint->send(mr.value()->remote_key()).ok()) child_fail(31, "sending the key failed");
     ::_exit(0);  // exits without waiting: the key now names a dead process
@@ -218,7 +218,7 @@ TEST(ShmProcess, WriteIntoAnExitedProcessFailsNamingThePeer) {
   ASSERT_TRUE(key.ok()) << key.status().to_string();
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
-  std::vector<std::byte> src(4096);  // above the inline limit: the copy itself must notice the dead process
+  std::vector<std::byte> src(8192);  // above the inline limit: the copy itself must notice the dead process
   auto mr = side->transport->register_memory(MemRef::host(src.data(), src.size()));
   ASSERT_TRUE(mr.ok());
   Status s = side->endpoint->write(*mr.value(), 0, key->payload(), 0, src.size(), 1);
