@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <thread>
 
 #include "common/knobs.h"
 #include "common/log.h"
@@ -13,6 +14,21 @@
 
 namespace zw::internal {
 namespace {
+
+// How long the worker polls for the next operation before it sleeps: back-to-back operations then skip a futex
+// sleep/wake pair, which costs tens of microseconds on a loaded VM (blocking 1-rank all-reduce: 42 → 10 µs).
+constexpr std::chrono::microseconds kPollBeforeSleep{100};
+
+// Polls `ready` (yielding the CPU between polls) for up to kPollBeforeSleep; returns whether it became true.
+template <typename F>
+bool poll_briefly(const F& ready) {
+  const auto until = std::chrono::steady_clock::now() + kPollBeforeSleep;
+  do {
+    if (ready()) return true;
+    std::this_thread::yield();
+  } while (std::chrono::steady_clock::now() < until);
+  return ready();
+}
 
 std::string random_hex(size_t bytes) {
   std::vector<unsigned char> raw(bytes);
