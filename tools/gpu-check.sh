@@ -3,14 +3,14 @@
 # nvidia-h200-x2: run(command="tools/gpu-check.sh", kind="nvidia-h200-x2")).
 #
 # 1. configures the project with CUDA (Release, Ninja) into build-gpu/ and builds the GPU targets with their
-#    dependencies (zw_cuda_kernels_test, zw_cuda_reduce_bench, zw_nccl_perf; ZW_GPU_FULL_BUILD=1 builds all);
-# 2. runs the GPU tests (ctest -R 'cuda|gpu') and the CUDA reduce-kernel bandwidth check;
-# 3. runs zw_nccl_perf on all visible GPUs for allgather, reducescatter, allreduce and the peer-copy reference in
-#    bf16 and f32 from 8 KiB to 1 GiB (-f 2, so every x4 step from 8 KiB plus 1 GiB), interleaved and repeated
-#    ZW_GPU_REPS times (default 3; the first repetition validates every size, the others only time);
-# 4. prints, last, a summary of the medians: op, dtype, size, NCCL time and busbw, peer-copy busbw.
-# Logs go to build-gpu/gpu-check (and, packed, to $OUT/gpu-check-logs.tar.gz when the device tool's $OUT is set).
-# NVLink multicast (NVLS) is disabled for every program started here. Exit status: non-zero if the build, a test or a validation failed.
+#    dependencies (ZW_GPU_FULL_BUILD=1 builds all);
+# 2. runs the GPU tests (ctest -R 'cuda|gpu': the CUDA kernels bit for bit, every collective on device memory with
+#    1-8 ranks as threads against a host reference, and a 2-process CUDA-IPC run under zwrun);
+# 3. runs the CUDA reduce-kernel bandwidth check and the peer-copy physical reference (zw_nccl_perf -t peercopy);
+# 4. runs zw_gpu_coll_perf under zwrun, one process per GPU: zerowire and NCCL interleaved in one harness for
+#    allgather, reducescatter and allreduce in bf16 and f32 from 8 KiB to 1 GiB, ZW_GPU_REPS repetitions (default 3);
+# 5. prints, last, the summary: op, dtype, size, zerowire and NCCL busbw (medians), the ratio, peer-copy busbw.
+# ZW_GPU_QUICK=1 stops after the tests (for iterating on correctness).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
@@ -29,58 +29,70 @@ echo "== configure and build ($BUILD)"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$LOG/configure.log" 2>&1 || {
   tail -40 "$LOG/configure.log"; exit 1; }
 grep 'zerowire:' "$LOG/configure.log"
-targets=(zw_cuda_kernels_test zw_cuda_reduce_bench zw_nccl_perf)
+targets=(zw_cuda_kernels_test zw_gpu_collectives_test zw_cuda_reduce_bench zw_nccl_perf zw_gpu_coll_perf zwrun)
 [ "${ZW_GPU_FULL_BUILD:-0}" = 1 ] && targets=(all)
 cmake --build "$BUILD" --target "${targets[@]}" >"$LOG/build.log" 2>&1 || { grep -B2 -A20 -m3 'error' "$LOG/build.log"; exit 1; }
+NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+[ "$NGPU" -ge 1 ] || NGPU=1
 
 echo "== GPU tests"
 (cd "$BUILD" && ctest -R 'cuda|gpu' -V) >"$LOG/ctest.log" 2>&1 || status=1
 grep -E '\[ +(PASSED|SKIPPED|FAILED) +\] [0-9]|tests passed|tests failed|Test +#' "$LOG/ctest.log" | tail -20
 find_bin() { find "$BUILD" -type f -name "$1" -perm -u+x | head -1; }
 
+[ "${ZW_GPU_QUICK:-0}" = 1 ] && { [ -n "${OUT:-}" ] && tar -czf "$OUT/gpu-check-logs.tar.gz" -C "$BUILD" gpu-check; exit $status; }
+
 echo "== CUDA reduce kernels vs device-to-device copy"
 "$(find_bin zw_cuda_reduce_bench)" | tee "$LOG/reduce_bench.txt" || status=1
 
-echo "== NCCL anchor and peer-copy reference ($REPS repetitions, interleaved)"
-perf=$(find_bin zw_nccl_perf)
+echo "== peer-copy reference (cudaMemcpyPeerAsync push, no synchronization; $REPS repetitions)"
 for rep in $(seq 1 "$REPS"); do
-  check=0
-  [ "$rep" = 1 ] && check=1
   for dt in bfloat16 float; do
-    for t in allgather reducescatter allreduce peercopy; do
-      f="$LOG/${t}_${dt}_r${rep}.txt"
-      "$perf" -t "$t" -d "$dt" -o sum -b 8K -e 1G -f 2 -n 20 -w 5 -c "$check" >"$f" 2>&1 || {
-        status=1; echo "FAILED: $t $dt rep $rep"; tail -5 "$f"; }
-    done
+    "$(find_bin zw_nccl_perf)" -t peercopy -d "$dt" -b 8K -e 1G -f 4 -n 20 -w 5 -c 0 >"$LOG/peercopy_${dt}_r$rep.txt" 2>&1 || status=1
   done
-  echo "   repetition $rep done"
 done
-cat "$LOG"/allgather_bfloat16_r1.txt
 
-echo "== summary (medians of $REPS; busbw GB/s out-of-place, time us; peer copy = cudaMemcpyPeerAsync push)"
-python3 - "$LOG" "$REPS" <<'PY'
-import glob, os, statistics, sys
-log, reps = sys.argv[1], int(sys.argv[2])
-rows = {}  # (test, dtype, size) -> list of (us, busbw, wrong)
-for path in glob.glob(os.path.join(log, "*_r*.txt")):
-    test, dtype, _ = os.path.basename(path)[:-4].rsplit("_", 2)
+echo "== zerowire vs NCCL: zw_gpu_coll_perf on $NGPU GPU(s), one process each, $REPS interleaved repetitions"
+zwrun=$(find_bin zwrun)
+perf=$(find_bin zw_gpu_coll_perf)
+for t in allgather reducescatter allreduce; do
+  for dt in bfloat16 float; do
+    f="$LOG/coll_${t}_${dt}.txt"
+    "$zwrun" -n "$NGPU" --timeout 300 -- "$perf" -t "$t" -d "$dt" -b 8K -e 1G -f 4 -n 20 -w 5 -c 1 -R "$REPS" >"$f" 2>&1 || {
+      status=1; echo "FAILED: $t $dt"; tail -5 "$f"; }
+  done
+done
+cat "$LOG/coll_allgather_bfloat16.txt"
+
+echo "== summary (busbw GB/s, medians; zw/nccl = ratio of medians; peer = cudaMemcpyPeerAsync push reference)"
+python3 - "$LOG" <<'PY'
+import glob, os, re, statistics, sys
+log = sys.argv[1]
+peer = {}
+for path in glob.glob(os.path.join(log, "peercopy_*_r*.txt")):
+    dtype = os.path.basename(path).split("_")[1]
     for line in open(path):
         f = line.split()
-        if not f or line.startswith("#") or len(f) != 13 or not f[0].isdigit():
-            continue
-        wrong = sum(int(x) for x in (f[8], f[12]) if x.lstrip("-").isdigit())
-        rows.setdefault((test, dtype, int(f[0])), []).append((float(f[5]), float(f[7]), wrong))
-med = lambda k, i: statistics.median(v[i] for v in rows[k]) if k in rows else float("nan")
-sizes = [8 << 10, 2 << 20, 8 << 20, 32 << 20, 128 << 20, 512 << 20, 1 << 30]
+        if len(f) == 13 and f[0].isdigit():
+            peer.setdefault((dtype, int(f[0])), []).append(float(f[7]))
 name = lambda s: f"{s >> 30} GiB" if s >= 1 << 30 else f"{s >> 20} MiB" if s >= 1 << 20 else f"{s >> 10} KiB"
-print(f"{'op':<14}{'dtype':<10}{'size':>9}{'NCCL us':>11}{'NCCL busbw':>12}{'peer busbw':>12}{'wrong':>7}")
-for test in ("allgather", "reducescatter", "allreduce"):
-    for dtype in ("bfloat16", "float"):
-        for s in sizes:
-            k = (test, dtype, s)
-            wrong = sum(v[2] for v in rows.get(k, []))
-            print(f"{test:<14}{dtype:<10}{name(s):>9}{med(k, 0):>11.2f}{med(k, 1):>12.2f}"
-                  f"{med(('peercopy', dtype, s), 1):>12.2f}{wrong:>7}")
+print(f"{'op':<14}{'dtype':<10}{'size':>9}{'zw us':>10}{'zw busbw':>10}{'nccl us':>10}{'nccl busbw':>11}{'zw/nccl':>9}{'peer':>8}{'wrong':>7}")
+for t in ("allgather", "reducescatter", "allreduce"):
+    for dt in ("bfloat16", "float"):
+        path = os.path.join(log, f"coll_{t}_{dt}.txt")
+        if not os.path.exists(path):
+            continue
+        for line in open(path):
+            line = re.sub(r"^\[\d+\]\s*", "", line)
+            f = line.replace("|", " ").split()
+            if len(f) < 15 or not f[0].isdigit():
+                continue
+            size = int(f[0])
+            zw_us, zw_bw, zw_wrong = float(f[4]), float(f[5]), int(f[7])
+            nc_us, nc_bw, nc_wrong = float(f[8]), float(f[9]), int(f[11])
+            p = statistics.median(peer[(dt, size)]) if (dt, size) in peer else float("nan")
+            print(f"{t:<14}{dt:<10}{name(size):>9}{zw_us:>10.2f}{zw_bw:>10.1f}{nc_us:>10.2f}{nc_bw:>11.1f}"
+                  f"{float(f[12]):>9.3f}{p:>8.1f}{max(zw_wrong, 0) + max(nc_wrong, 0):>7}")
 PY
 [ -n "${OUT:-}" ] && tar -czf "$OUT/gpu-check-logs.tar.gz" -C "$BUILD" gpu-check
 exit $status

@@ -14,7 +14,13 @@
 // all_reduce/broadcast/reduce with input == output. Any other overlap of input and output is an error.
 //
 // Threading: collectives may be issued from one thread at a time per communicator; Work handles may be
-// waited on from any thread. Non-goals here: device memory and streams (the GPU issue), groups of ops.
+// waited on from any thread.
+//
+// Device memory: when the buffers are MemRef kind kCudaDevice (both of them; one CUDA device per communicator),
+// the operation is enqueued on `stream` and ordered with the caller's work there: the call returns once the kernel
+// is enqueued, and Work::wait / test report its completion (so does the stream). The host waits only for the
+// peers' host threads to issue the same operation (a few microseconds), never for the GPU. All ranks must be on one
+// node; ranks sharing a GPU are allowed (tests). Non-goals here: groups of ops, CUDA graph capture.
 #pragma once
 
 #include <chrono>
@@ -96,6 +102,7 @@ struct CollectiveOptions {
   ReduceOp op = ReduceOp::kSum;       // reductions only
   int root = 0;                       // broadcast and reduce
   std::chrono::milliseconds timeout{0};  // 0 = the communicator's timeout
+  void* stream = nullptr;             // cudaStream_t for device buffers (null: the legacy default stream)
 };
 
 Result<Work> all_gather(Communicator& comm, const CollectiveOptions& options);

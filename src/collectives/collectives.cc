@@ -1,6 +1,7 @@
 // The public collectives: argument validation in the caller's thread, algorithm choice, and the task that
 // the communicator's worker runs.
 #include "collectives/algorithms.h"
+#include "collectives/gpu_path.h"
 #include "collectives/kernels/reduce.h"
 #include "zerowire/communicator.h"
 
@@ -27,11 +28,13 @@ struct Checker {
     if (m.bytes < need)
       return fail(std::string(which) + " buffer holds " + std::to_string(m.bytes) + " bytes but the operation needs " +
                   std::to_string(need));
-    if (m.kind != MemKind::kHost)
-      return Status(Code::kUnsupported, std::string(op) + " on rank " + std::to_string(rank) + ": " + which +
-                                            " is " + mem_kind_name(m.kind) +
-                                            " memory, which this build's transports cannot move yet (host only)");
     return Status();
+  }
+  // Both buffers of an operation live on the same side: host memory, or CUDA device memory (then the GPU path).
+  Status same_kind(const MemRef& in, bool in_used, const MemRef& out, bool out_used) const {
+    if (!in_used || !out_used || in.bytes == 0 || out.bytes == 0 || in.kind == out.kind) return Status();
+    return fail(std::string("input is ") + mem_kind_name(in.kind) + " memory but output is " +
+                mem_kind_name(out.kind) + " memory (copy one of them first; both must be host or both device)");
   }
   Status types(DataType dtype, ReduceOp redop, bool reduces) const {
     if (static_cast<int>(dtype) >= kNumDataTypes) return fail("unknown data type");
@@ -49,6 +52,10 @@ struct Checker {
     return fail(std::string("input and output overlap without being in-place (") + rule + ")");
   }
 };
+
+bool uses_device(const CollectiveOptions& o) {
+  return o.input.kind == MemKind::kCudaDevice || o.output.kind == MemKind::kCudaDevice;
+}
 
 ReduceOp algo_op(ReduceOp op) { return op == ReduceOp::kAvg ? ReduceOp::kSum : op; }
 
@@ -73,6 +80,8 @@ Result<Work> all_gather(Communicator& comm, const CollectiveOptions& o) {
   const bool in_place = o.input.ptr == o.output.data() + r * block;
   ZW_TRY(check.overlap(o.input, block, o.output, total, in_place, "in-place means input == output + rank*count"));
   OpDesc desc{OpKind::kAllGather, comm.impl().choose_algo(total), o.dtype, ReduceOp::kSum, 0, o.count};
+  ZW_TRY(check.same_kind(o.input, true, o.output, true));
+  if (uses_device(o)) return internal::run_gpu_collective(comm, desc, o);
   return comm.impl().enqueue(desc, o.timeout, [=](OpContext& ctx) -> Status {
     if (total == 0) return Status();
     ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, total));
@@ -92,6 +101,8 @@ Result<Work> reduce_scatter(Communicator& comm, const CollectiveOptions& o) {
   const bool in_place = o.output.ptr == o.input.data() + r * block;
   ZW_TRY(check.overlap(o.input, total, o.output, block, in_place, "in-place means output == input + rank*count"));
   OpDesc desc{OpKind::kReduceScatter, comm.impl().choose_algo(total), o.dtype, o.op, 0, o.count};
+  ZW_TRY(check.same_kind(o.input, true, o.output, true));
+  if (uses_device(o)) return internal::run_gpu_collective(comm, desc, o);
   return comm.impl().enqueue(desc, o.timeout, [=](OpContext& ctx) -> Status {
     if (total == 0) return Status();
     ZW_ASSIGN_OR_RETURN(BufRef in, registered(ctx, o.input, total));
@@ -114,6 +125,8 @@ Result<Work> all_reduce(Communicator& comm, const CollectiveOptions& o) {
   ZW_TRY(check.buffer("output", o.output, total));
   ZW_TRY(check.overlap(o.input, total, o.output, total, o.input.ptr == o.output.ptr, "in-place means input == output"));
   OpDesc desc{OpKind::kAllReduce, comm.impl().choose_algo(total), o.dtype, o.op, 0, o.count};
+  ZW_TRY(check.same_kind(o.input, true, o.output, true));
+  if (uses_device(o)) return internal::run_gpu_collective(comm, desc, o);
   return comm.impl().enqueue(desc, o.timeout, [=](OpContext& ctx) -> Status {
     if (total == 0) return Status();
     ZW_ASSIGN_OR_RETURN(BufRef in, registered(ctx, o.input, total));
@@ -143,6 +156,8 @@ Result<Work> broadcast(Communicator& comm, const CollectiveOptions& o) {
   ZW_TRY(check.overlap(o.input, total, o.output, total, in_place, "in-place means input == output"));
   OpDesc desc{OpKind::kBroadcast, comm.impl().choose_algo(total), o.dtype, ReduceOp::kSum,
               static_cast<uint32_t>(o.root), o.count};
+  ZW_TRY(check.same_kind(o.input, is_root, o.output, true));
+  if (uses_device(o)) return internal::run_gpu_collective(comm, desc, o);
   return comm.impl().enqueue(desc, o.timeout, [=](OpContext& ctx) -> Status {
     if (total == 0) return Status();
     ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, total));
@@ -169,6 +184,8 @@ Result<Work> reduce(Communicator& comm, const CollectiveOptions& o) {
     ZW_TRY(check.overlap(o.input, total, o.output, total, o.input.ptr == o.output.ptr, "in-place means input == output"));
   }
   OpDesc desc{OpKind::kReduce, comm.impl().choose_algo(total), o.dtype, o.op, static_cast<uint32_t>(o.root), o.count};
+  ZW_TRY(check.same_kind(o.input, true, o.output, is_root));
+  if (uses_device(o)) return internal::run_gpu_collective(comm, desc, o);
   return comm.impl().enqueue(desc, o.timeout, [=](OpContext& ctx) -> Status {
     if (total == 0) return Status();
     ZW_ASSIGN_OR_RETURN(BufRef in, registered(ctx, o.input, total));

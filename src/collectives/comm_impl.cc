@@ -144,8 +144,8 @@ Result<std::unique_ptr<CommImpl>> CommImpl::create(std::shared_ptr<Store> store,
   // creating one only after every rank arrived at it, so arrivals of successive generations never interleave.
   ZW_ASSIGN_OR_RETURN(int64_t arrival, store->add("zw/" + settings.name + "/arrivals", 1));
   std::string prefix = "zw/" + settings.name + "/" + std::to_string((arrival - 1) / size) + "/";
-  PrefixStore scoped(std::move(store), prefix);
-  ZW_TRY(comm->connect(scoped));
+  comm->store_ = std::make_shared<PrefixStore>(std::move(store), prefix);
+  ZW_TRY(comm->connect(*comm->store_));
   comm->worker_ = std::thread([c = comm.get()] { c->worker_loop(); });
   ZW_INFO(kInit, "communicator '%s' ready: rank %d of %d over %s", settings.name.c_str(), rank, size,
           comm->transport_->name());
@@ -212,6 +212,7 @@ Status CommImpl::connect(Store& store) {
 }
 
 CommImpl::~CommImpl() {
+  gpu_.reset();  // waits for its kernels
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -271,6 +272,16 @@ void CommImpl::abort(const Status& reason) {
   }
   if (rendezvous_) rendezvous_->interrupt();  // an operation blocked on a peer fails now, not at its deadline
   cv_.notify_all();
+  std::lock_guard<std::mutex> lock(gpu_mutex_);
+  if (gpu_) gpu_->abort(reason.ok() ? Status(Code::kAborted, "aborted by the application") : reason);
+}
+
+Result<GpuEngine*> CommImpl::gpu_engine(const std::function<Result<std::unique_ptr<GpuEngine>>()>& make) {
+  std::lock_guard<std::mutex> lock(gpu_mutex_);
+  if (!gpu_) {
+    ZW_ASSIGN_OR_RETURN(gpu_, make());
+  }
+  return gpu_.get();
 }
 
 Status CommImpl::run(Pending& op) {

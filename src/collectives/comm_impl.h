@@ -50,6 +50,15 @@ struct OpContext {
   int slots;
 };
 
+// The device-memory path of a communicator (collectives/gpu_path.h), created on the first collective that passes
+// CUDA buffers. Declared here so that this layer needs no CUDA header.
+class GpuEngine {
+ public:
+  virtual ~GpuEngine() = default;
+  // Stops kernels waiting for peers and fails later device-memory operations with `reason`.
+  virtual void abort(const Status& reason) = 0;
+};
+
 class CommImpl {
  public:
   using Task = std::function<Status(OpContext&)>;
@@ -71,6 +80,11 @@ class CommImpl {
   Work enqueue(const OpDesc& desc, std::chrono::milliseconds timeout, Task task);
 
   void abort(const Status& reason);
+
+  // The communicator's own view of the store (its key prefix applied), for set-up done after creation.
+  const std::shared_ptr<Store>& store() const { return store_; }
+  // The GPU engine; the first call creates it with `make` (a collective step: every rank calls it then).
+  Result<GpuEngine*> gpu_engine(const std::function<Result<std::unique_ptr<GpuEngine>>()>& make);
 
   // Keeps the store server this rank serves alive as long as the communicator.
   void adopt_store_server(std::unique_ptr<TcpStoreServer> server) { store_server_ = std::move(server); }
@@ -118,6 +132,9 @@ class CommImpl {
   Status abort_request_;  // set by abort() from any thread, consumed by the worker
   std::thread worker_;
   std::unique_ptr<TcpStoreServer> store_server_;  // rank 0 under a launcher: the store it serves
+  std::shared_ptr<Store> store_;                   // prefixed with this communicator's namespace
+  std::mutex gpu_mutex_;                           // guards gpu_'s creation
+  std::unique_ptr<GpuEngine> gpu_;                 // device-memory path, created on first use
 };
 
 }  // namespace zw::internal

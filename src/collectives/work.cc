@@ -1,6 +1,8 @@
 // Work handles.
 #include "collectives/work.h"
 
+#include <thread>
+
 #include "zerowire/communicator.h"
 
 namespace zw {
@@ -15,9 +17,33 @@ void WorkState::finish(Status status) {
   cv_.notify_all();
 }
 
-bool WorkState::done() const { return done_.load(std::memory_order_acquire); }
+bool WorkState::poll_once() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (done_.load(std::memory_order_acquire)) return true;
+  std::optional<Status> result = poller_->poll();
+  if (!result) return false;
+  status_ = std::move(*result);
+  done_.store(true, std::memory_order_release);
+  return true;
+}
+
+bool WorkState::done() const {
+  if (done_.load(std::memory_order_acquire)) return true;
+  return polled_ && poll_once();
+}
 
 bool WorkState::wait_until(std::chrono::steady_clock::time_point deadline) const {
+  if (polled_) {
+    // Polled completion: spin briefly (GPU ops often end within microseconds), then nap between polls.
+    for (int spins = 0;; ++spins) {
+      if (done()) return true;
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      if (spins < 200)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   return cv_.wait_until(lock, deadline, [&] { return done(); });
 }

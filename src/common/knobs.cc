@@ -51,6 +51,9 @@ const Row kKnobTable[] = {
   {{"ZW_IB_TC", KnobType::kInt, "0", "GRH traffic class of RoCE packets (DSCP << 2)", false}, &Knobs::ib_tc},
   {{"ZW_IB_SL", KnobType::kInt, "0", "InfiniBand service level / RoCE priority (0..15)", false}, &Knobs::ib_sl},
   {{"ZW_IB_QPS_PER_CONNECTION", KnobType::kInt, "1", "RC queue pairs per peer (only 1 is implemented yet)", false}, &Knobs::ib_qps_per_connection},
+  {{"ZW_CUDA_BLOCKS", KnobType::kInt, "0", "thread blocks per GPU collective kernel; 0 = chosen by size (at most the SMs / ranks sharing the GPU)", false}, &Knobs::cuda_blocks},
+  {{"ZW_CUDA_THREADS", KnobType::kInt, "512", "threads per block of the GPU collective kernels (64..1024, a multiple of 32)", false}, &Knobs::cuda_threads},
+  {{"ZW_CUDA_IPC_CACHE", KnobType::kInt, "256", "peer device allocations kept mapped per communicator (least recently used closed first)", false}, &Knobs::cuda_ipc_cache},
 };
 // clang-format on
 

@@ -42,6 +42,9 @@ struct Knobs {
   int64_t ib_tc;               // ZW_IB_TC: GRH traffic class
   int64_t ib_sl;               // ZW_IB_SL: service level
   int64_t ib_qps_per_connection;  // ZW_IB_QPS_PER_CONNECTION: RC queue pairs per peer
+  int64_t cuda_blocks;          // ZW_CUDA_BLOCKS: thread blocks of a GPU collective kernel (0: by size)
+  int64_t cuda_threads;         // ZW_CUDA_THREADS: threads per block of a GPU collective kernel
+  int64_t cuda_ipc_cache;       // ZW_CUDA_IPC_CACHE: peer allocations kept mapped (LRU) per communicator
 };
 
 enum class KnobType { kString, kInt, kBytes, kDouble };

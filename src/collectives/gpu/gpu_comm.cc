@@ -1,0 +1,373 @@
+// The device-memory engine of gpu_comm.h and run_gpu_collective (collectives/gpu_path.h).
+#include "collectives/gpu/gpu_comm.h"
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "collectives/gpu_path.h"
+#include "collectives/work.h"
+#include "common/knobs.h"
+#include "common/log.h"
+
+namespace zw::internal::gpu {
+namespace {
+
+using transport::cuda_ipc::CudaIpcOptions;
+using transport::cuda_ipc::CudaIpcTransport;
+using transport::cuda_ipc::cuda_status;
+using transport::cuda_ipc::GpuHostStatus;
+using transport::cuda_ipc::IpcBuffer;
+using transport::cuda_ipc::Mailbox;
+
+// One rank's descriptor of one operation, as it travels through the mailbox.
+struct OpRecord {
+  uint64_t seq;
+  uint8_t kind, dtype, op, pad;
+  uint32_t root;
+  uint64_t count;
+  IpcBuffer in, out;
+};
+static_assert(sizeof(OpRecord) <= Mailbox::kSlotBytes, "an operation descriptor must fit a mailbox slot");
+
+std::string describe_op(const OpRecord& r) {
+  return std::string(op_kind_name(static_cast<OpKind>(r.kind))) + "(count=" + std::to_string(r.count) + ", " +
+         dtype_name(static_cast<DataType>(r.dtype)) + ", " + reduce_op_name(static_cast<ReduceOp>(r.op)) + ", root " +
+         std::to_string(r.root) + ")";
+}
+
+// The calling thread's current device, switched for the scope (launches need the stream's device current).
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (cudaGetDevice(&saved_) != cudaSuccess) saved_ = -1;
+    if (saved_ != device) status_ = cuda_status(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~DeviceScope() {
+    int now = -1;
+    if (saved_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != saved_) cudaSetDevice(saved_);
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  int saved_ = -1;
+  Status status_;
+};
+
+// Completion of one operation, for Work: its event, or the failure a kernel recorded, or a dead peer.
+class GpuPoller final : public WorkPoller {
+ public:
+  GpuPoller(std::shared_ptr<GpuShared> shared, cudaEvent_t event, uint64_t seq, std::string what, double timeout_s)
+      : shared_(std::move(shared)), event_(event), seq_(seq), what_(std::move(what)), timeout_s_(timeout_s) {}
+  ~GpuPoller() override { cudaEventDestroy(event_); }
+
+  std::optional<Status> poll() override {
+    const volatile GpuHostStatus* hs = shared_->ipc->host_status();
+    if (hs->failure != 0 && hs->seq <= seq_) return failure(hs->failure, hs->peer, hs->seq);
+    cudaError_t err = cudaEventQuery(event_);
+    if (err == cudaSuccess) return Status();
+    if (err != cudaErrorNotReady) return cuda_status(err, what_ + ": the GPU reported an error");
+    if (now_ns() >= next_check_ns_) {
+      next_check_ns_ = now_ns() + 10'000'000;
+      for (int p = 0; p < shared_->ipc->size(); ++p) {
+        Status alive = shared_->ipc->peer_alive(p);
+        if (alive.ok()) continue;
+        shared_->ipc->host_status()->abort = 1;  // kernels waiting for it stop
+        record(alive);
+        return alive.with_context(what_);
+      }
+    }
+    return std::nullopt;
+  }
+
+ private:
+  Status failure(uint32_t code, int peer, uint64_t seq) {
+    {
+      std::lock_guard<std::mutex> lock(shared_->mutex);
+      if (!shared_->failed.ok()) return shared_->failed.with_context(what_);
+    }
+    std::string who = shared_->ipc->describe(peer);
+    Status st = code == transport::cuda_ipc::kGpuTimeout
+                    ? Status(Code::kTimeout, "GPU operation " + std::to_string(seq) + " waited " +
+                                                 std::to_string(static_cast<int>(timeout_s_)) + " s for " + who +
+                                                 " (it never reached the same collective: desynchronized or stuck)")
+                    : Status(Code::kAborted, "GPU operation " + std::to_string(seq) + " was aborted while waiting for " +
+                                                 who);
+    record(st);
+    return st.with_context(what_);
+  }
+  void record(const Status& st) {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    if (shared_->failed.ok()) shared_->failed = st;
+  }
+
+  std::shared_ptr<GpuShared> shared_;
+  cudaEvent_t event_;
+  uint64_t seq_;
+  std::string what_;
+  double timeout_s_;
+  uint64_t next_check_ns_ = 0;
+};
+
+std::string random_token() {
+  std::random_device rd;
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "zw%08x%08x", rd(), rd());
+  return buf;
+}
+
+// The element range [lo, hi) of rank r's part of an all-reduce: whole 16-byte vectors, spread evenly.
+void part_of(int r, int n, size_t count, size_t elem, size_t* lo, size_t* hi) {
+  const size_t unit = elem >= 16 ? 1 : 16 / elem, units = (count + unit - 1) / unit;
+  const size_t per = units / n, extra = units % n, ru = static_cast<size_t>(r);
+  const size_t first = ru * per + std::min(ru, extra), last = first + per + (ru < extra ? 1 : 0);
+  *lo = std::min(count, first * unit);
+  *hi = std::min(count, last * unit);
+}
+
+}  // namespace
+
+GpuShared::~GpuShared() = default;
+
+struct GpuComm::Peers {
+  std::vector<OpRecord> records;  // [rank]
+  std::vector<std::byte*> in;     // [rank]: input mapped here (null where not needed)
+  std::vector<std::byte*> out;    // [rank]: output mapped here
+};
+
+Result<std::unique_ptr<GpuComm>> GpuComm::create(CommImpl& impl, int device) {
+  const Knobs& k = knobs();
+  std::unique_ptr<GpuComm> g(new GpuComm(impl.rank(), impl.size(), device, impl.settings().timeout_s));
+  Store& store = *impl.store();
+  std::string prefix;
+  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(g->timeout_s_ * 1000));
+  if (g->rank_ == 0) {
+    prefix = random_token();
+    ZW_TRY(store.set("gpu-prefix", prefix));
+  } else {
+    ZW_ASSIGN_OR_RETURN(prefix, store.get("gpu-prefix", timeout));
+  }
+  CudaIpcOptions opts{g->rank_, g->size_, device, prefix, g->timeout_s_, static_cast<size_t>(k.cuda_ipc_cache)};
+  g->shared_ = std::make_shared<GpuShared>();
+  auto ipc = CudaIpcTransport::create(store, opts);
+  if (!ipc.ok()) return ipc.status().with_context("setting up device-memory collectives on rank " +
+                                                  std::to_string(g->rank_));
+  g->shared_->ipc = std::move(ipc).value();
+  g->threads_ = static_cast<int>(std::clamp<int64_t>(k.cuda_threads / 32 * 32, 64, 1024));
+  const int fit = std::max(1, g->shared_->ipc->device().sm_count / g->shared_->ipc->ranks_on_device());
+  g->max_blocks_ = k.cuda_blocks > 0 ? static_cast<int>(std::min<int64_t>(k.cuda_blocks, fit)) : std::min(32, fit);
+  DeviceScope scope(device);
+  ZW_TRY(scope.status());
+  ZW_TRY(cuda_status(cudaEventCreateWithFlags(&g->last_event_, cudaEventDisableTiming), "cudaEventCreate"));
+  return g;
+}
+
+GpuComm::~GpuComm() {
+  if (has_last_) {
+    // Wait for the last kernel (it may use the mappings); a dead peer makes it stop through the abort word.
+    Deadline deadline = Deadline::after_seconds(timeout_s_);
+    while (cudaEventQuery(last_event_) == cudaErrorNotReady && !deadline.expired()) {
+      for (int p = 0; p < size_; ++p)
+        if (!shared_->ipc->peer_alive(p).ok()) shared_->ipc->host_status()->abort = 1;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  if (last_event_ != nullptr) cudaEventDestroy(last_event_);
+}
+
+void GpuComm::abort(const Status& reason) {
+  {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    if (shared_->failed.ok()) shared_->failed = reason;
+  }
+  shared_->ipc->host_status()->abort = 1;
+}
+
+Status GpuComm::fail(Status status) {
+  abort(status);
+  return status;
+}
+
+int GpuComm::blocks_for(size_t bytes) const {
+  const size_t per_block = static_cast<size_t>(threads_) * 16 * 4;  // four 16-byte vectors per thread
+  return static_cast<int>(std::clamp<size_t>((bytes + per_block - 1) / per_block, 1, max_blocks_));
+}
+
+Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptions& o, Peers* peers) {
+  CudaIpcTransport& ipc = *shared_->ipc;
+  OpRecord mine{};
+  mine.seq = seq;
+  mine.kind = static_cast<uint8_t>(desc.kind);
+  mine.dtype = static_cast<uint8_t>(desc.dtype);
+  mine.op = static_cast<uint8_t>(desc.op);
+  mine.root = desc.root;
+  mine.count = desc.count;
+  ZW_ASSIGN_OR_RETURN(mine.in, ipc.exporter().describe(o.input.bytes > 0 ? o.input.ptr : nullptr));
+  ZW_ASSIGN_OR_RETURN(mine.out, ipc.exporter().describe(o.output.bytes > 0 ? o.output.ptr : nullptr));
+  ipc.mailbox().post(seq, std::as_bytes(std::span(&mine, 1)));
+  peers->records.assign(size_, mine);
+  Deadline deadline = Deadline::after_seconds(timeout_s_);
+  std::vector<std::byte> got;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    auto check = [&]() -> Status {
+      ZW_TRY(ipc.peer_alive(p));
+      std::lock_guard<std::mutex> lock(shared_->mutex);
+      return shared_->failed;
+    };
+    ZW_TRY(ipc.mailbox().wait(p, seq, deadline, check, &got));
+    OpRecord& r = peers->records[p];
+    std::memcpy(&r, got.data(), std::min(got.size(), sizeof r));
+    if (r.kind != mine.kind || r.dtype != mine.dtype || r.op != mine.op || r.root != mine.root ||
+        r.count != mine.count)
+      return Status(Code::kDesync, "GPU collective " + std::to_string(seq) + ": rank " + std::to_string(rank_) +
+                                       " issued " + describe_op(mine) + " but " + ipc.describe(p) + " issued " +
+                                       describe_op(r));
+  }
+  // Map what this rank's share of the work touches.
+  auto quiesce = [&]() -> Status {
+    return has_last_ ? cuda_status(cudaEventSynchronize(last_event_), "waiting before unmapping") : Status();
+  };
+  const bool reduce_root = desc.kind == OpKind::kReduce && static_cast<int>(desc.root) == rank_;
+  peers->in.assign(size_, nullptr);
+  peers->out.assign(size_, nullptr);
+  for (int p = 0; p < size_; ++p) {
+    const bool same = ipc.peer(p).same_process || p == rank_;
+    const OpRecord& r = peers->records[p];
+    bool need_in = desc.kind == OpKind::kReduceScatter || desc.kind == OpKind::kAllReduce || reduce_root ||
+                   (desc.kind == OpKind::kBroadcast && static_cast<int>(desc.root) == p);
+    bool need_out = desc.kind == OpKind::kAllGather || desc.kind == OpKind::kAllReduce;
+    if (need_in) {
+      auto m = ipc.imports().map(p, r.in, same, quiesce);
+      if (!m.ok()) return m.status().with_context("input of " + ipc.describe(p));
+      peers->in[p] = m.value();
+    }
+    if (need_out) {
+      auto m = ipc.imports().map(p, r.out, same, quiesce);
+      if (!m.ok()) return m.status().with_context("output of " + ipc.describe(p));
+      peers->out[p] = m.value();
+    }
+  }
+  return Status();
+}
+
+Status GpuComm::build(const OpDesc& desc, const CollectiveOptions& o, const Peers& peers, DirectArgs* a) const {
+  const size_t es = dtype_size(desc.dtype), n = static_cast<size_t>(size_), r = static_cast<size_t>(rank_);
+  const bool avg = desc.op == ReduceOp::kAvg;
+  a->count = desc.count;
+  switch (desc.kind) {
+    case OpKind::kAllGather:
+      a->src[a->nsrc++] = o.input.ptr;
+      for (size_t p = 0; p < n; ++p) {
+        std::byte* dst = peers.out[p] + r * desc.count * es;
+        if (p == r && dst == o.input.ptr) continue;  // in place: already there
+        a->dst[a->ndst++] = dst;
+      }
+      break;
+    case OpKind::kReduceScatter:
+      for (size_t p = 0; p < n; ++p) a->src[a->nsrc++] = peers.in[p] + r * desc.count * es;
+      a->dst[a->ndst++] = o.output.ptr;
+      if (avg) a->scale = 1.0 / static_cast<double>(n);
+      break;
+    case OpKind::kAllReduce: {
+      size_t lo = 0, hi = 0;
+      part_of(rank_, size_, desc.count, es, &lo, &hi);
+      a->count = hi - lo;
+      for (size_t p = 0; p < n; ++p) {
+        a->src[a->nsrc++] = peers.in[p] + lo * es;
+        a->dst[a->ndst++] = peers.out[p] + lo * es;
+      }
+      if (avg) a->scale = 1.0 / static_cast<double>(n);
+      if (a->count == 0) a->nsrc = a->ndst = 0;
+      break;
+    }
+    case OpKind::kBroadcast:
+      if (static_cast<int>(desc.root) == rank_ && o.input.ptr == o.output.ptr) break;  // root in place: nothing
+      a->src[a->nsrc++] = peers.in[desc.root];
+      a->dst[a->ndst++] = o.output.ptr;
+      break;
+    case OpKind::kReduce:
+      if (static_cast<int>(desc.root) != rank_) break;  // barriers only: the root reads this rank's input
+      for (size_t p = 0; p < n; ++p) a->src[a->nsrc++] = peers.in[p];
+      a->dst[a->ndst++] = o.output.ptr;
+      if (avg) a->scale = 1.0 / static_cast<double>(n);
+      break;
+    case OpKind::kBarrier:
+      break;
+  }
+  return Status();
+}
+
+Result<Work> GpuComm::run(const OpDesc& desc, const CollectiveOptions& o) {
+  {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    if (!shared_->failed.ok())
+      return shared_->failed.with_context(std::string(op_kind_name(desc.kind)) + " on rank " + std::to_string(rank_) +
+                                          ": the communicator's GPU path failed earlier");
+  }
+  DeviceScope scope(device_);
+  ZW_TRY(scope.status());
+  const uint64_t seq = ++seq_;
+  Peers peers;
+  Status st = exchange(seq, desc, o, &peers);
+  if (!st.ok()) return fail(st);
+  CudaIpcTransport& ipc = *shared_->ipc;
+  DirectArgs args;
+  args.rank = rank_;
+  args.size = size_;
+  args.seq = seq;
+  args.timeout_ns = static_cast<uint64_t>(timeout_s_ * 1e9);
+  args.mine = ipc.signals();
+  for (int p = 0; p < size_; ++p) args.peers[p] = ipc.peer(p).signals;
+  args.status = ipc.host_status_device();
+  ZW_TRY(build(desc, o, peers, &args));
+  auto stream = static_cast<cudaStream_t>(o.stream);
+  if (has_last_ && last_stream_ != stream)
+    ZW_TRY(cuda_status(cudaStreamWaitEvent(stream, last_event_, 0), "ordering after the previous GPU collective"));
+  const int blocks = blocks_for(args.count * dtype_size(desc.dtype));
+  st = launch_direct(desc.dtype, desc.op, args, blocks, threads_, stream);
+  if (!st.ok()) return fail(st);
+  cudaEvent_t done = nullptr;
+  ZW_TRY(cuda_status(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate"));
+  ZW_TRY(cuda_status(cudaEventRecord(done, stream), "cudaEventRecord"));
+  ZW_TRY(cuda_status(cudaEventRecord(last_event_, stream), "cudaEventRecord"));
+  last_stream_ = stream;
+  has_last_ = true;
+  std::string what = std::string(op_kind_name(desc.kind)) + " on rank " + std::to_string(rank_) + " (GPU operation " +
+                     std::to_string(seq) + ")";
+  auto poller = std::make_unique<GpuPoller>(shared_, done, seq, std::move(what), timeout_s_);
+  return Work(std::make_shared<WorkState>(std::move(poller)));
+}
+
+}  // namespace zw::internal::gpu
+
+namespace zw::internal {
+
+Result<Work> run_gpu_collective(Communicator& comm, const OpDesc& desc, const CollectiveOptions& o) {
+  const void* any = o.input.bytes > 0 && o.input.ptr ? o.input.ptr : o.output.ptr;
+  if (desc.count == 0 || any == nullptr) return Work();
+  const std::string where = std::string(op_kind_name(desc.kind)) + " on rank " + std::to_string(comm.rank());
+  auto dev = transport::cuda_ipc::device_of_pointer(any);
+  if (!dev.ok()) return dev.status().with_context(where);
+  for (const MemRef* m : {&o.input, &o.output}) {
+    if (m->bytes == 0 || m->ptr == nullptr) continue;
+    auto d = transport::cuda_ipc::device_of_pointer(m->ptr);
+    if (!d.ok()) return d.status().with_context(where);
+    if (d.value() != dev.value())
+      return Status(Code::kInvalidArgument, where + ": input is on GPU " + std::to_string(dev.value()) +
+                                                " but output on GPU " + std::to_string(d.value()));
+  }
+  CommImpl& impl = comm.impl();
+  ZW_ASSIGN_OR_RETURN(GpuEngine * engine, impl.gpu_engine([&]() -> Result<std::unique_ptr<GpuEngine>> {
+    ZW_ASSIGN_OR_RETURN(std::unique_ptr<gpu::GpuComm> g, gpu::GpuComm::create(impl, dev.value()));
+    return std::unique_ptr<GpuEngine>(std::move(g));
+  }));
+  auto* g = static_cast<gpu::GpuComm*>(engine);
+  if (g->device() != dev.value())
+    return Status(Code::kInvalidArgument, where + ": this communicator runs its device-memory collectives on GPU " +
+                                              std::to_string(g->device()) + " but these buffers are on GPU " +
+                                              std::to_string(dev.value()) + " (use one communicator per GPU)");
+  return g->run(desc, o);
+}
+
+}  // namespace zw::internal

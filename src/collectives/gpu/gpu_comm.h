@@ -1,0 +1,67 @@
+// collectives/gpu/gpu_comm.h — a communicator's device-memory engine: enqueues each collective on the caller's
+// CUDA stream as one direct kernel (gpu_kernels.h) over buffers mapped through the cuda_ipc transport.
+//
+// Per operation, in the caller's thread: describe the buffers (IPC handles, cached per allocation), post the
+// descriptor and read every peer's from the mailbox (this is where ranks that issued different operations are told
+// apart: the error names both), map the peers' buffers it needs (cached), make the stream wait for this
+// communicator's previous operation if it was on another stream, launch, record an event. The host never waits for
+// the GPU; only for the peers' host threads to have issued the same operation. Work::wait polls the event and the
+// mapped status word; a dead peer found while waiting aborts the kernels, which then fail naming it.
+//
+// Threading: one issuing thread per communicator (as for host collectives); Work handles from any thread.
+// Non-goals: ranks on several hosts, CUDA graphs capture (the per-op host exchange cannot be captured).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <mutex>
+
+#include "collectives/comm_impl.h"
+#include "collectives/gpu/gpu_kernels.h"
+#include "collectives/op_desc.h"
+#include "transport/cuda_ipc/cuda_ipc_transport.h"
+#include "zerowire/communicator.h"
+
+namespace zw::internal::gpu {
+
+// State shared by the engine and the Work handles of its operations (which may outlive the communicator).
+struct GpuShared {
+  std::unique_ptr<transport::cuda_ipc::CudaIpcTransport> ipc;
+  std::mutex mutex;       // guards failed
+  Status failed;          // sticky: set by the first failed operation or abort()
+  ~GpuShared();
+};
+
+class GpuComm final : public GpuEngine {
+ public:
+  static Result<std::unique_ptr<GpuComm>> create(CommImpl& impl, int device);
+  ~GpuComm() override;
+
+  int device() const { return device_; }
+  Result<Work> run(const OpDesc& desc, const CollectiveOptions& options);
+  void abort(const Status& reason) override;
+
+ private:
+  struct Peers;  // the peers' buffers of one operation, mapped here
+  GpuComm(int rank, int size, int device, double timeout_s)
+      : rank_(rank), size_(size), device_(device), timeout_s_(timeout_s) {}
+  Status exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptions& o, Peers* peers);
+  Status build(const OpDesc& desc, const CollectiveOptions& o, const Peers& peers, DirectArgs* args) const;
+  int blocks_for(size_t bytes) const;
+  Status fail(Status status);
+
+  int rank_;
+  int size_;
+  int device_;
+  double timeout_s_;
+  int threads_ = 512;
+  int max_blocks_ = 32;
+  uint64_t seq_ = 0;
+  std::shared_ptr<GpuShared> shared_;
+  cudaEvent_t last_event_ = nullptr;   // completion of the previous operation
+  cudaStream_t last_stream_ = nullptr; // the stream it ran on
+  bool has_last_ = false;
+};
+
+}  // namespace zw::internal::gpu

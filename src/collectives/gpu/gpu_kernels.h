@@ -1,0 +1,56 @@
+// collectives/gpu/gpu_kernels.h — the one kernel behind every device-memory collective on a node: a barrier with
+// the peers' streams, then "reduce nsrc source ranges (some in peers' memory) into one and store it to ndst
+// destinations (some in peers' memory)", then a second barrier.
+//
+//   all_gather      src = {my input}                      dst = {every rank's output at my block}
+//   reduce_scatter  src = {every rank's input at my block} dst = {my output}
+//   all_reduce      src = {every rank's input at my part}  dst = {every rank's output at my part}
+//   broadcast       src = {root's input}                   dst = {my output}
+//   reduce (root)   src = {every rank's input}             dst = {my output}     (other ranks: barriers only)
+// Sources are combined in rank order, each step rounded to the element type exactly as the host kernels do, so
+// every rank computes bit-identical results and the host reference (a left fold over ranks) matches bit for bit.
+//
+// Synchronization (transport/cuda_ipc/cuda_ipc_signals.h): block 0 tells each peer "my stream reached op seq"
+// (arrive), every block waits until all peers arrived, moves its share, fences, and the last block to finish
+// tells each peer "I am done with your buffers" and waits for the same from all of them. So the kernel ends on
+// a rank's stream only when its output is complete and no peer still reads its input. Waits poll a mapped host
+// word for an abort request and give up after timeout_ns, recording the peer in GpuHostStatus.
+// Non-goals: cross-node traffic, ring pipelines (a fully connected node moves every block once, directly).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "transport/cuda_ipc/cuda_ipc_signals.h"
+#include "zerowire/status.h"
+#include "zerowire/types.h"
+
+namespace zw::internal::gpu {
+
+using transport::cuda_ipc::GpuHostStatus;
+using transport::cuda_ipc::GpuSignals;
+using transport::cuda_ipc::kMaxNodeRanks;
+
+struct DirectArgs {
+  int rank = 0;                          // this rank
+  int size = 1;                          // ranks in the barrier
+  uint64_t seq = 0;                      // operation number (same on every rank)
+  uint64_t timeout_ns = 0;               // a barrier wait longer than this fails
+  int nsrc = 0;                          // source ranges (0: barriers only)
+  int ndst = 0;                          // destination ranges
+  const void* src[kMaxNodeRanks] = {};   // each `count` elements
+  void* dst[kMaxNodeRanks] = {};         // each `count` elements
+  size_t count = 0;                      // elements per range
+  double scale = 0;                      // != 0: multiply the result by it (avg = 1/size)
+  GpuSignals* mine = nullptr;            // this rank's signal block
+  GpuSignals* peers[kMaxNodeRanks] = {}; // every rank's signal block as mapped here
+  GpuHostStatus* status = nullptr;       // mapped host status word (device view)
+};
+
+// Enqueues the kernel on `stream` with `blocks` × `threads`. kUnsupported for an op/dtype pair without a kernel.
+Status launch_direct(DataType dtype, ReduceOp op, const DirectArgs& args, int blocks, int threads,
+                     cudaStream_t stream);
+
+}  // namespace zw::internal::gpu

@@ -1,0 +1,97 @@
+// The descriptor mailbox of cuda_ipc_mailbox.h.
+#include "transport/cuda_ipc/cuda_ipc_mailbox.h"
+
+#include <fcntl.h>
+#include <immintrin.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+namespace zw::transport::cuda_ipc {
+
+std::string Mailbox::name(const std::string& prefix, int rank) { return "/" + prefix + "-gpu-" + std::to_string(rank); }
+
+Result<Mailbox::Row*> Mailbox::map_row(const std::string& name, bool create) {
+  int fd = create ? shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600) : shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0)
+    return Status(Code::kSystem, std::string(create ? "creating" : "opening") + " shared memory " + name + ": " +
+                                     std::strerror(errno));
+  if (create && ftruncate(fd, sizeof(Row)) != 0) {
+    int e = errno;
+    close(fd);
+    shm_unlink(name.c_str());
+    return Status(Code::kSystem, "sizing shared memory " + name + ": " + std::strerror(e));
+  }
+  void* p = mmap(nullptr, sizeof(Row), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int e = errno;
+  close(fd);
+  if (p == MAP_FAILED) return Status(Code::kSystem, "mapping shared memory " + name + ": " + std::strerror(e));
+  if (create) new (p) Row{};  // zeroed by ftruncate; placement-new starts the atomics' lifetimes
+  return static_cast<Row*>(p);
+}
+
+Result<std::unique_ptr<Mailbox>> Mailbox::create(const std::string& prefix, int rank, int size) {
+  std::unique_ptr<Mailbox> box(new Mailbox(prefix, rank, size));
+  ZW_ASSIGN_OR_RETURN(box->rows_[rank], map_row(name(prefix, rank), true));
+  box->linked_ = true;
+  return box;
+}
+
+Mailbox::~Mailbox() {
+  unlink_own();
+  for (Row* row : rows_)
+    if (row != nullptr) munmap(row, sizeof(Row));
+}
+
+Status Mailbox::attach_peers() {
+  for (size_t p = 0; p < rows_.size(); ++p) {
+    if (rows_[p] != nullptr) continue;
+    auto row = map_row(name(prefix_, static_cast<int>(p)), false);
+    if (!row.ok()) return row.status().with_context("attaching the GPU descriptor mailbox of rank " + std::to_string(p));
+    rows_[p] = row.value();
+  }
+  return Status();
+}
+
+void Mailbox::unlink_own() {
+  if (!linked_) return;
+  shm_unlink(name(prefix_, rank_).c_str());
+  linked_ = false;
+}
+
+void Mailbox::post(uint64_t seq, std::span<const std::byte> payload) {
+  Slot& slot = rows_[rank_]->slots[seq % kSlots];
+  slot.size = static_cast<uint32_t>(payload.size());
+  std::memcpy(slot.data, payload.data(), payload.size());
+  slot.seq.store(seq, std::memory_order_release);
+}
+
+Status Mailbox::wait(int peer, uint64_t seq, Deadline deadline, const std::function<Status()>& check,
+                     std::vector<std::byte>* out) {
+  const Slot& slot = rows_[peer]->slots[seq % kSlots];
+  uint64_t spins = 0, next_check_ns = now_ns() + 1000000;
+  while (slot.seq.load(std::memory_order_acquire) != seq) {
+    // Peers are normally microseconds behind: spin first, then yield the core.
+    if (++spins < 2000) {
+      _mm_pause();
+      continue;
+    }
+    sched_yield();
+    if (now_ns() < next_check_ns) continue;
+    next_check_ns = now_ns() + 1000000;
+    ZW_TRY(check());
+    if (deadline.expired())
+      return Status(Code::kTimeout, "rank " + std::to_string(peer) + " did not reach GPU operation " +
+                                        std::to_string(seq) + " in time (is it blocked in another operation, or did "
+                                        "the ranks issue different numbers of GPU collectives?)");
+  }
+  out->assign(slot.data, slot.data + slot.size);
+  // The peer cannot rewrite this slot before we post seq + 1, so the copy above is consistent.
+  return Status();
+}
+
+}  // namespace zw::transport::cuda_ipc

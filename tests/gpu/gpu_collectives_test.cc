@@ -1,0 +1,362 @@
+// tests/gpu/gpu_collectives_test.cc — every collective on CUDA device memory against a host reference.
+//
+// Ranks run as threads of this process, each with its own communicator, stream and device (rank % GPUs), so one
+// GPU runs worlds of 1 to 8 ranks and two GPUs exercise NVLink. Every case produces its input on the stream
+// (an asynchronous device-to-device copy right before the collective), poisons the output, runs the collective
+// on the same stream and reads the result back on it: a kernel not ordered after the copy would read stale input.
+// Inputs are random finite values; the expected result is the left fold over ranks with the host kernels
+// (zw::kernels::reduce, then scale for avg), which the GPU kernels match bit for bit. Also: in-place forms, the
+// IPC cache across freed and reallocated buffers, desynchronized ranks, a rank that never arrives.
+// Multi-process runs (real CUDA IPC) are covered by zw_gpu_coll_perf -c 1 under zwrun (gpu_ipc_perf_check).
+// Skips with "no CUDA device" where no GPU is visible.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/kernels/reduce.h"
+#include "zerowire/communicator.h"
+#include "zerowire/store.h"
+
+namespace zw {
+namespace {
+
+int device_count() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+#define SKIP_WITHOUT_GPU() \
+  if (device_count() == 0) GTEST_SKIP() << "no CUDA device"
+
+enum class Kind { kAllGather, kReduceScatter, kAllReduce, kBroadcast, kReduce };
+const char* kind_name(Kind k) {
+  static const char* names[] = {"all_gather", "reduce_scatter", "all_reduce", "broadcast", "reduce"};
+  return names[static_cast<int>(k)];
+}
+
+// Random finite values: the top exponent bit is cleared, so no inf or NaN (|x| < 2).
+std::vector<std::byte> random_input(DataType dt, size_t count, uint64_t seed) {
+  std::vector<std::byte> out(count * dtype_size(dt));
+  std::mt19937_64 rng(seed);
+  for (auto& b : out) b = static_cast<std::byte>(rng());
+  const size_t es = dtype_size(dt);
+  for (size_t i = 0; i < count; ++i) {
+    std::byte* e = out.data() + i * es;
+    if (dt == DataType::kFloat32 || dt == DataType::kFloat16 || dt == DataType::kBFloat16 || dt == DataType::kFloat64)
+      e[es - 1] &= std::byte{0xBF};
+  }
+  return out;
+}
+
+struct Case {
+  Kind kind;
+  DataType dt;
+  ReduceOp op;
+  size_t count;
+  bool in_place;
+  int root;
+};
+
+// Per-rank device buffers, allocated once at the largest size.
+struct RankBuffers {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  std::byte* staging = nullptr;  // the input, uploaded before the case
+  std::byte* in = nullptr;
+  std::byte* out = nullptr;
+  size_t bytes = 0;
+};
+
+size_t in_bytes(const Case& c, int n) {
+  const size_t es = dtype_size(c.dt);
+  return (c.kind == Kind::kReduceScatter ? c.count * n : c.count) * es;
+}
+size_t out_bytes(const Case& c, int n) {
+  const size_t es = dtype_size(c.dt);
+  return (c.kind == Kind::kAllGather ? c.count * n : c.count) * es;
+}
+
+// The expected output of rank r.
+std::vector<std::byte> expected(const Case& c, int n, int r, const std::vector<std::vector<std::byte>>& inputs) {
+  const size_t es = dtype_size(c.dt), block = c.count * es;
+  auto fold = [&](size_t offset, size_t bytes) {
+    std::vector<std::byte> acc(inputs[0].begin() + offset, inputs[0].begin() + offset + bytes);
+    const ReduceOp op = c.op == ReduceOp::kAvg ? ReduceOp::kSum : c.op;
+    for (int p = 1; p < n; ++p) kernels::reduce(c.dt, op, acc.data(), acc.data(), inputs[p].data() + offset, bytes / es);
+    if (c.op == ReduceOp::kAvg) kernels::scale(c.dt, acc.data(), acc.data(), bytes / es, 1.0 / n);
+    return acc;
+  };
+  switch (c.kind) {
+    case Kind::kAllGather: {
+      std::vector<std::byte> out;
+      for (int p = 0; p < n; ++p) out.insert(out.end(), inputs[p].begin(), inputs[p].begin() + block);
+      return out;
+    }
+    case Kind::kReduceScatter: return fold(r * block, block);
+    case Kind::kBroadcast: return inputs[c.root];
+    case Kind::kAllReduce:
+    case Kind::kReduce: return fold(0, block);
+  }
+  return {};
+}
+
+// Runs one case on rank r; returns a failure description or "".
+std::string run_case(Communicator& comm, RankBuffers& b, const Case& c, const std::vector<std::vector<std::byte>>& inputs) {
+  const int n = comm.size(), r = comm.rank();
+  const size_t es = dtype_size(c.dt), ib = in_bytes(c, n), ob = out_bytes(c, n);
+  // In place: the input lives inside the output where the operation expects it.
+  std::byte* in = b.in;
+  std::byte* out = b.out;
+  if (c.in_place) {
+    if (c.kind == Kind::kAllGather) in = out + r * c.count * es;
+    if (c.kind == Kind::kReduceScatter) out = in + r * c.count * es;
+    if (c.kind == Kind::kAllReduce || c.kind == Kind::kBroadcast || c.kind == Kind::kReduce) in = out;
+  }
+  if (cudaMemcpy(b.staging, inputs[r].data(), ib, cudaMemcpyHostToDevice) != cudaSuccess) return "upload failed";
+  if (cudaMemset(out, 0xA5, ob) != cudaSuccess) return "poison failed";
+  if (!(c.in_place && c.kind == Kind::kReduceScatter) && cudaMemset(b.out, 0xA5, ob) != cudaSuccess) return "poison";
+  if (cudaMemcpyAsync(in, b.staging, ib, cudaMemcpyDeviceToDevice, b.stream) != cudaSuccess) return "copy failed";
+  CollectiveOptions o;
+  o.input = MemRef{in, ib, MemKind::kCudaDevice, b.device};
+  o.output = MemRef{out, ob, MemKind::kCudaDevice, b.device};
+  o.count = c.count;
+  o.dtype = c.dt;
+  o.op = c.op;
+  o.root = c.root;
+  o.stream = b.stream;
+  Result<Work> w = c.kind == Kind::kAllGather       ? all_gather(comm, o)
+                   : c.kind == Kind::kReduceScatter ? reduce_scatter(comm, o)
+                   : c.kind == Kind::kAllReduce     ? all_reduce(comm, o)
+                   : c.kind == Kind::kBroadcast     ? broadcast(comm, o)
+                                                    : reduce(comm, o);
+  if (!w.ok()) return "enqueue: " + w.status().to_string();
+  std::vector<std::byte> got(ob);
+  if (cudaMemcpyAsync(got.data(), out, ob, cudaMemcpyDeviceToHost, b.stream) != cudaSuccess ||
+      cudaStreamSynchronize(b.stream) != cudaSuccess)
+    return "download failed";
+  Status st = w.value().wait(std::chrono::seconds(60));
+  if (!st.ok()) return "wait: " + st.to_string();
+  if (c.kind == Kind::kReduce && r != c.root) return "";
+  std::vector<std::byte> want = expected(c, n, r, inputs);
+  for (size_t i = 0; i < ob; ++i)
+    if (got[i] != want[i])
+      return "first difference at byte " + std::to_string(i) + " of " + std::to_string(ob) + " (element " +
+             std::to_string(i / es) + "): got " + std::to_string(static_cast<int>(got[i])) + ", want " +
+             std::to_string(static_cast<int>(want[i]));
+  return "";
+}
+
+std::vector<Case> all_cases(int n) {
+  std::vector<Case> cases;
+  const size_t counts[] = {1, 7, 4099};
+  for (int d = 0; d < kNumDataTypes; ++d) {
+    auto dt = static_cast<DataType>(d);
+    for (size_t count : counts) {
+      for (bool ip : {false, true}) {
+        cases.push_back({Kind::kAllGather, dt, ReduceOp::kSum, count, ip, 0});
+        cases.push_back({Kind::kBroadcast, dt, ReduceOp::kSum, count, ip, n - 1});
+      }
+      for (int o = 0; o < kNumReduceOps; ++o) {
+        auto op = static_cast<ReduceOp>(o);
+        if (!reduce_op_supported(dt, op)) continue;
+        for (Kind k : {Kind::kReduceScatter, Kind::kAllReduce, Kind::kReduce})
+          cases.push_back({k, dt, op, count, count == 7, n / 2});
+      }
+    }
+  }
+  // Large: the vector path with many blocks, odd tails, both 16-bit floats.
+  const size_t big = (size_t{1} << 20) + 3;
+  for (DataType dt : {DataType::kBFloat16, DataType::kFloat32}) {
+    cases.push_back({Kind::kAllGather, dt, ReduceOp::kSum, big, false, 0});
+    cases.push_back({Kind::kReduceScatter, dt, ReduceOp::kSum, big, false, 0});
+    cases.push_back({Kind::kAllReduce, dt, ReduceOp::kAvg, big, true, 0});
+    cases.push_back({Kind::kAllReduce, dt, ReduceOp::kMax, big + 5, false, 0});
+  }
+  cases.push_back({Kind::kAllGather, DataType::kUInt8, ReduceOp::kSum, size_t{8} << 20, true, 0});
+  return cases;
+}
+
+class GpuCollectivesTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(GpuCollectivesTest, EveryOpDtypeAndCountMatchesTheHostReference) {
+  SKIP_WITHOUT_GPU();
+  const int n = GetParam(), ndev = device_count();
+  const std::vector<Case> cases = all_cases(n);
+  size_t max_bytes = 0;
+  for (const Case& c : cases) max_bytes = std::max({max_bytes, in_bytes(c, n), out_bytes(c, n)});
+  // Inputs of every rank for every case are made up front by one thread (the reference needs them all).
+  auto store = make_memory_store();
+  std::vector<std::string> failures(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      RankBuffers b;
+      b.device = r % ndev;
+      cudaSetDevice(b.device);
+      cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking);
+      b.bytes = max_bytes;
+      if (cudaMalloc(&b.staging, max_bytes) != cudaSuccess || cudaMalloc(&b.in, max_bytes) != cudaSuccess ||
+          cudaMalloc(&b.out, max_bytes) != cudaSuccess) {
+        failures[r] = "cudaMalloc failed";
+        return;
+      }
+      CommConfig config;
+      config.timeout_s = 60;
+      auto comm = Communicator::create(store, r, n, config);
+      if (!comm.ok()) {
+        failures[r] = comm.status().to_string();
+        return;
+      }
+      for (size_t i = 0; i < cases.size() && failures[r].empty(); ++i) {
+        const Case& c = cases[i];
+        std::vector<std::vector<std::byte>> inputs(n);
+        for (int p = 0; p < n; ++p) inputs[p] = random_input(c.dt, in_bytes(c, n) / dtype_size(c.dt), i * 131 + p);
+        std::string err = run_case(*comm.value(), b, c, inputs);
+        if (!err.empty())
+          failures[r] = std::string(kind_name(c.kind)) + " " + dtype_name(c.dt) + " " + reduce_op_name(c.op) +
+                        " count " + std::to_string(c.count) + (c.in_place ? " in-place" : "") + ": " + err;
+      }
+      comm.value().reset();
+      cudaFree(b.staging);
+      cudaFree(b.in);
+      cudaFree(b.out);
+      cudaStreamDestroy(b.stream);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(failures[r].empty()) << "rank " << r << ": " << failures[r];
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, GpuCollectivesTest, ::testing::Values(1, 2, 3, 4, 8),
+                         [](const auto& info) { return "n" + std::to_string(info.param); });
+
+// Runs fn on n rank threads with a short timeout; each gets a device buffer of `bytes` and a stream.
+void run_gpu_ranks(int n, double timeout_s, size_t bytes,
+                   const std::function<void(int, Communicator&, std::byte*, cudaStream_t)>& fn) {
+  auto store = make_memory_store();
+  const int ndev = device_count();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      cudaSetDevice(r % ndev);
+      cudaStream_t s = nullptr;
+      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+      std::byte* buf = nullptr;
+      ASSERT_EQ(cudaMalloc(&buf, bytes), cudaSuccess);
+      CommConfig config;
+      config.timeout_s = timeout_s;
+      auto comm = Communicator::create(store, r, n, config);
+      ASSERT_TRUE(comm.ok()) << comm.status().to_string();
+      fn(r, *comm.value(), buf, s);
+      comm.value().reset();
+      cudaFree(buf);
+      cudaStreamDestroy(s);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+TEST(GpuCollectivesErrors, DifferentOperationsNameBothRanks) {
+  SKIP_WITHOUT_GPU();
+  run_gpu_ranks(2, 20, 1 << 20, [](int r, Communicator& comm, std::byte* buf, cudaStream_t s) {
+    CollectiveOptions o;
+    o.input = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
+    o.output = MemRef{buf + 65536, 8192, MemKind::kCudaDevice, 0};
+    o.count = 1024;
+    o.stream = s;
+    Result<Work> w = r == 0 ? all_gather(comm, o) : all_reduce(comm, o);
+    ASSERT_FALSE(w.ok());
+    EXPECT_EQ(w.status().code(), Code::kDesync) << w.status().to_string();
+    EXPECT_NE(w.status().message().find("all_gather"), std::string::npos) << w.status().to_string();
+    EXPECT_NE(w.status().message().find("all_reduce"), std::string::npos) << w.status().to_string();
+    EXPECT_NE(w.status().message().find(r == 0 ? "rank 1" : "rank 0"), std::string::npos) << w.status().to_string();
+  });
+}
+
+TEST(GpuCollectivesErrors, ARankThatNeverArrivesIsNamedAtTheTimeout) {
+  SKIP_WITHOUT_GPU();
+  run_gpu_ranks(3, 2, 1 << 20, [](int r, Communicator& comm, std::byte* buf, cudaStream_t s) {
+    CollectiveOptions o;
+    o.input = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
+    o.output = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
+    o.count = 1024;
+    o.stream = s;
+    if (r == 2) return;  // never issues the operation
+    Result<Work> w = all_reduce(comm, o);
+    ASSERT_FALSE(w.ok());
+    EXPECT_EQ(w.status().code(), Code::kTimeout) << w.status().to_string();
+    EXPECT_NE(w.status().message().find("rank 2"), std::string::npos) << w.status().to_string();
+  });
+}
+
+TEST(GpuCollectivesErrors, MixedHostAndDeviceBuffersAreRejected) {
+  SKIP_WITHOUT_GPU();
+  run_gpu_ranks(1, 5, 4096, [](int, Communicator& comm, std::byte* buf, cudaStream_t s) {
+    std::vector<float> host(1024);
+    CollectiveOptions o;
+    o.input = MemRef::host(host.data(), 4096);
+    o.output = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
+    o.count = 1024;
+    o.stream = s;
+    Result<Work> w = all_reduce(comm, o);
+    ASSERT_FALSE(w.ok());
+    EXPECT_NE(w.status().message().find("host memory but output is"), std::string::npos) << w.status().to_string();
+  });
+}
+
+TEST(GpuCollectivesCache, FreedAndReallocatedBuffersAreMappedAfresh) {
+  SKIP_WITHOUT_GPU();
+  // Each round frees and reallocates the buffers (often at the same address) with new contents: a stale
+  // mapping of the old allocation would return old data.
+  auto store = make_memory_store();
+  const int n = 2, ndev = device_count();
+  std::vector<std::string> failures(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      cudaSetDevice(r % ndev);
+      auto comm = Communicator::create(store, r, n, CommConfig{});
+      if (!comm.ok()) {
+        failures[r] = comm.status().to_string();
+        return;
+      }
+      for (int round = 0; round < 6 && failures[r].empty(); ++round) {
+        const size_t count = 1000 + round;
+        float* in = nullptr;
+        float* out = nullptr;
+        cudaMalloc(&in, count * 4);
+        cudaMalloc(&out, count * 4 * n);
+        std::vector<float> host(count, static_cast<float>(100 * round + r));
+        cudaMemcpy(in, host.data(), count * 4, cudaMemcpyHostToDevice);
+        CollectiveOptions o;
+        o.input = MemRef{in, count * 4, MemKind::kCudaDevice, r % ndev};
+        o.output = MemRef{out, count * 4 * n, MemKind::kCudaDevice, r % ndev};
+        o.count = count;
+        auto w = all_gather(*comm.value(), o);
+        Status st = w.ok() ? w.value().wait() : w.status();
+        std::vector<float> got(count * n);
+        cudaMemcpy(got.data(), out, count * 4 * n, cudaMemcpyDeviceToHost);
+        if (!st.ok()) failures[r] = st.to_string();
+        for (size_t i = 0; i < got.size() && failures[r].empty(); ++i)
+          if (got[i] != static_cast<float>(100 * round + static_cast<int>(i / count)))
+            failures[r] = "round " + std::to_string(round) + ": element " + std::to_string(i) + " = " +
+                          std::to_string(got[i]);
+        // Both ranks are done with this round's buffers before either frees them.
+        auto b = barrier(*comm.value());
+        if (b.ok()) (void)b.value().wait();
+        cudaFree(in);
+        cudaFree(out);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(failures[r].empty()) << "rank " << r << ": " << failures[r];
+}
+
+}  // namespace
+}  // namespace zw
