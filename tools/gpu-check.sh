@@ -76,7 +76,8 @@ for path in glob.glob(os.path.join(log, "peercopy_*_r*.txt")):
         if len(f) == 13 and f[0].isdigit():
             peer.setdefault((dtype, int(f[0])), []).append(float(f[7]))
 name = lambda s: f"{s >> 30} GiB" if s >= 1 << 30 else f"{s >> 20} MiB" if s >= 1 << 20 else f"{s >> 10} KiB"
-print(f"{'op':<14}{'dtype':<10}{'size':>9}{'zw us':>10}{'zw busbw':>10}{'nccl us':>10}{'nccl busbw':>11}{'zw/nccl':>9}{'peer':>8}{'wrong':>7}")
+print(f"{'op':<14}{'dtype':<10}{'size':>9}{'zw us':>10}{'zw busbw':>10}{'nccl us':>10}{'nccl busbw':>11}{'zw/nccl':>9}"
+      f"{'peer':>8}{'wrong':>7}{'zw enq':>8}")
 for t in ("allgather", "reducescatter", "allreduce"):
     for dt in ("bfloat16", "float"):
         path = os.path.join(log, f"coll_{t}_{dt}.txt")
@@ -92,7 +93,7 @@ for t in ("allgather", "reducescatter", "allreduce"):
             nc_us, nc_bw, nc_wrong = float(f[8]), float(f[9]), int(f[11])
             p = statistics.median(peer[(dt, size)]) if (dt, size) in peer else float("nan")
             print(f"{t:<14}{dt:<10}{name(size):>9}{zw_us:>10.2f}{zw_bw:>10.1f}{nc_us:>10.2f}{nc_bw:>11.1f}"
-                  f"{float(f[12]):>9.3f}{p:>8.1f}{max(zw_wrong, 0) + max(nc_wrong, 0):>7}")
+                  f"{float(f[12]):>9.3f}{p:>8.1f}{max(zw_wrong, 0) + max(nc_wrong, 0):>7}{float(f[13]):>8.2f}")
 PY
 [ -n "${OUT:-}" ] && tar -czf "$OUT/gpu-check-logs.tar.gz" -C "$BUILD" gpu-check
 exit $status

@@ -4,7 +4,8 @@
 // Run under zwrun (zwrun -n 2 zw_gpu_coll_perf -t allgather -d bfloat16 -b 8K -e 1G -f 4); each rank drives GPU
 // local_rank % visible GPUs. Both backends get the same buffers (allocated once at the largest size), stream,
 // warm-up and timing: CUDA events around -n back-to-back operations, the mean per operation, averaged over ranks
-// (nccl-tests' default). For every size the backends alternate A B A B ... for -R repetitions; the table shows the
+// (nccl-tests' default); "enq" columns give the host's time to enqueue one operation. For every size the backends
+// alternate A B A B ... for -R repetitions; the table shows the
 // median time and busbw of each, the min–max busbw spread, and the busbw ratio zerowire/NCCL. Flags follow
 // nccl-tests (-t -b -e -f -i -n -w -c -d -o); -c 1 validates every size once per backend on integer-valued data
 // (exact in every summation order) before timing. busbw is nccl-tests': algbw × (n-1)/n for all-gather and
@@ -20,6 +21,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -167,11 +169,13 @@ long validate(Ctx& c, int backend, const Shape& s) {
   return wrong;
 }
 
-// Mean microseconds per operation over `iters`, averaged over ranks.
-double time_us(Ctx& c, int backend, const Shape& s, int iters) {
+// Mean microseconds per operation over `iters`, averaged over ranks. *host_us: the host's time to enqueue one.
+double time_us(Ctx& c, int backend, const Shape& s, int iters, double* host_us = nullptr) {
   cudaEventRecord(c.start, c.stream);
+  auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i)
     if (!enqueue(c, backend, s)) return NAN;
+  if (host_us) *host_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
   cudaEventRecord(c.stop, c.stream);
   cudaEventSynchronize(c.stop);
   float ms = 0;
@@ -252,22 +256,27 @@ int run(const Flags& f) {
     cudaGetDeviceProperties(&prop, c.device);
     std::printf("# zw_gpu_coll_perf: %s, %d ranks, %s, %s, %d reps x %d iters (A B A B, medians)\n", f.test.c_str(),
                 c.n, prop.name, f.dtype.c_str(), f.reps, f.iters);
-    std::printf("#%11s %12s %8s %6s | %10s %9s %13s %6s | %10s %9s %13s %6s | %7s\n", "size", "count", "type", "redop",
-                "zw us", "busbw", "min-max", "#wrong", "nccl us", "busbw", "min-max", "#wrong", "zw/nccl");
+    std::printf("#%11s %12s %8s %6s | %10s %9s %13s %6s | %10s %9s %13s %6s | %7s | %7s %7s\n", "size", "count", "type",
+                "redop", "zw us", "busbw", "min-max", "#wrong", "nccl us", "busbw", "min-max", "#wrong", "zw/nccl",
+                "zw enq", "nccl enq");
   }
   int status = 0;
   for (int64_t size = std::max<int64_t>(lo, 1); size <= hi;) {
     Shape s = shape_of(c.kind, static_cast<size_t>(size), es, c.n);
     double med_us[2] = {NAN, NAN}, med_bw[2] = {NAN, NAN}, min_bw[2] = {NAN, NAN}, max_bw[2] = {NAN, NAN};
     long wrong[2] = {-1, -1};
-    std::vector<double> us[2];
+    std::vector<double> us[2], host[2];
     for (int b : backends) {
       wrong[b] = f.check ? validate(c, b, s) : 0;
       if (wrong[b] != 0) status = 1;
       time_us(c, b, s, f.warmup);
     }
     for (int rep = 0; rep < f.reps; ++rep)
-      for (int b : backends) us[b].push_back(time_us(c, b, s, f.iters));
+      for (int b : backends) {
+        double h = 0;
+        us[b].push_back(time_us(c, b, s, f.iters, &h));
+        host[b].push_back(h);
+      }
     for (int b : backends) {
       med_us[b] = median(us[b]);
       auto bw = [&](double t) { return static_cast<double>(s.size) / (t * 1e3) * s.bus_factor; };
@@ -276,9 +285,10 @@ int run(const Flags& f) {
       max_bw[b] = bw(*std::min_element(us[b].begin(), us[b].end()));
     }
     if (c.rank == 0)
-      std::printf("%12zu %12zu %8s %6s | %10.2f %9.2f %6.1f-%-6.1f %6ld | %10.2f %9.2f %6.1f-%-6.1f %6ld | %7.3f\n",
+      std::printf("%12zu %12zu %8s %6s | %10.2f %9.2f %6.1f-%-6.1f %6ld | %10.2f %9.2f %6.1f-%-6.1f %6ld | %7.3f | %7.2f %7.2f\n",
                   s.size, s.count, f.dtype.c_str(), "sum", med_us[0], med_bw[0], min_bw[0], max_bw[0], wrong[0],
-                  med_us[1], med_bw[1], min_bw[1], max_bw[1], wrong[1], med_bw[0] / med_bw[1]);
+                  med_us[1], med_bw[1], min_bw[1], max_bw[1], wrong[1], med_bw[0] / med_bw[1], median(host[0]),
+                  median(host[1]));
     std::fflush(stdout);
     if (size == hi) break;
     size = step > 0 ? size + step : static_cast<int64_t>(size * (f.factor > 1 ? f.factor : 2));

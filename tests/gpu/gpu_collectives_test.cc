@@ -117,9 +117,10 @@ std::string run_case(Communicator& comm, RankBuffers& b, const Case& c, const st
     if (c.kind == Kind::kReduceScatter) out = in + r * c.count * es;
     if (c.kind == Kind::kAllReduce || c.kind == Kind::kBroadcast || c.kind == Kind::kReduce) in = out;
   }
-  if (cudaMemcpy(b.staging, inputs[r].data(), ib, cudaMemcpyHostToDevice) != cudaSuccess) return "upload failed";
-  if (cudaMemset(out, 0xA5, ob) != cudaSuccess) return "poison failed";
-  if (!(c.in_place && c.kind == Kind::kReduceScatter) && cudaMemset(b.out, 0xA5, ob) != cudaSuccess) return "poison";
+  // Everything on the rank's (non-blocking) stream: a memset on the legacy stream could land after the copy.
+  if (cudaMemcpyAsync(b.staging, inputs[r].data(), ib, cudaMemcpyHostToDevice, b.stream) != cudaSuccess)
+    return "upload failed";
+  if (cudaMemsetAsync(out, 0xA5, ob, b.stream) != cudaSuccess) return "poison failed";
   if (cudaMemcpyAsync(in, b.staging, ib, cudaMemcpyDeviceToDevice, b.stream) != cudaSuccess) return "copy failed";
   CollectiveOptions o;
   o.input = MemRef{in, ib, MemKind::kCudaDevice, b.device};

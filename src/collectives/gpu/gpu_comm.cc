@@ -57,14 +57,14 @@ class DeviceScope {
 // Completion of one operation, for Work: its event, or the failure a kernel recorded, or a dead peer.
 class GpuPoller final : public WorkPoller {
  public:
-  GpuPoller(std::shared_ptr<GpuShared> shared, cudaEvent_t event, uint64_t seq, std::string what, double timeout_s)
-      : shared_(std::move(shared)), event_(event), seq_(seq), what_(std::move(what)), timeout_s_(timeout_s) {}
-  ~GpuPoller() override { cudaEventDestroy(event_); }
+  GpuPoller(std::shared_ptr<GpuShared> shared, std::shared_ptr<cudaEvent_t> event, uint64_t seq, std::string what,
+            double timeout_s)
+      : shared_(std::move(shared)), event_(std::move(event)), seq_(seq), what_(std::move(what)), timeout_s_(timeout_s) {}
 
   std::optional<Status> poll() override {
     const volatile GpuHostStatus* hs = shared_->ipc->host_status();
     if (hs->failure != 0 && hs->seq <= seq_) return failure(hs->failure, hs->peer, hs->seq);
-    cudaError_t err = cudaEventQuery(event_);
+    cudaError_t err = cudaEventQuery(*event_);
     if (err == cudaSuccess) return Status();
     if (err != cudaErrorNotReady) return cuda_status(err, what_ + ": the GPU reported an error");
     if (now_ns() >= next_check_ns_) {
@@ -102,7 +102,7 @@ class GpuPoller final : public WorkPoller {
   }
 
   std::shared_ptr<GpuShared> shared_;
-  cudaEvent_t event_;
+  std::shared_ptr<cudaEvent_t> event_;
   uint64_t seq_;
   std::string what_;
   double timeout_s_;
@@ -127,7 +127,31 @@ void part_of(int r, int n, size_t count, size_t elem, size_t* lo, size_t* hi) {
 
 }  // namespace
 
-GpuShared::~GpuShared() = default;
+GpuShared::~GpuShared() {
+  for (cudaEvent_t e : free_events) cudaEventDestroy(e);
+}
+
+Result<std::shared_ptr<cudaEvent_t>> GpuShared::event(const std::shared_ptr<GpuShared>& self) {
+  cudaEvent_t e = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!free_events.empty()) {
+      e = free_events.back();
+      free_events.pop_back();
+    }
+  }
+  if (e == nullptr) ZW_TRY(cuda_status(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
+  std::weak_ptr<GpuShared> pool = self;
+  return std::shared_ptr<cudaEvent_t>(new cudaEvent_t(e), [pool](cudaEvent_t* p) {
+    if (auto shared = pool.lock()) {
+      std::lock_guard<std::mutex> lock(shared->mutex);
+      shared->free_events.push_back(*p);
+    } else {
+      cudaEventDestroy(*p);
+    }
+    delete p;
+  });
+}
 
 struct GpuComm::Peers {
   std::vector<OpRecord> records;  // [rank]
@@ -155,24 +179,21 @@ Result<std::unique_ptr<GpuComm>> GpuComm::create(CommImpl& impl, int device) {
   g->shared_->ipc = std::move(ipc).value();
   g->threads_ = static_cast<int>(std::clamp<int64_t>(k.cuda_threads / 32 * 32, 64, 1024));
   const int fit = std::max(1, g->shared_->ipc->device().sm_count / g->shared_->ipc->ranks_on_device());
-  g->max_blocks_ = k.cuda_blocks > 0 ? static_cast<int>(std::min<int64_t>(k.cuda_blocks, fit)) : std::min(32, fit);
-  DeviceScope scope(device);
-  ZW_TRY(scope.status());
-  ZW_TRY(cuda_status(cudaEventCreateWithFlags(&g->last_event_, cudaEventDisableTiming), "cudaEventCreate"));
+  // Measured on 2×H200 (docs/PERF.md): every SM moving data gives 330-360 GB/s at 1 GiB, 32 blocks 260-320.
+  g->max_blocks_ = k.cuda_blocks > 0 ? static_cast<int>(std::min<int64_t>(k.cuda_blocks, fit)) : fit;
   return g;
 }
 
 GpuComm::~GpuComm() {
-  if (has_last_) {
+  if (last_event_) {
     // Wait for the last kernel (it may use the mappings); a dead peer makes it stop through the abort word.
     Deadline deadline = Deadline::after_seconds(timeout_s_);
-    while (cudaEventQuery(last_event_) == cudaErrorNotReady && !deadline.expired()) {
+    while (cudaEventQuery(*last_event_) == cudaErrorNotReady && !deadline.expired()) {
       for (int p = 0; p < size_; ++p)
         if (!shared_->ipc->peer_alive(p).ok()) shared_->ipc->host_status()->abort = 1;
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
-  if (last_event_ != nullptr) cudaEventDestroy(last_event_);
 }
 
 void GpuComm::abort(const Status& reason) {
@@ -226,7 +247,7 @@ Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptio
   }
   // Map what this rank's share of the work touches.
   auto quiesce = [&]() -> Status {
-    return has_last_ ? cuda_status(cudaEventSynchronize(last_event_), "waiting before unmapping") : Status();
+    return last_event_ ? cuda_status(cudaEventSynchronize(*last_event_), "waiting before unmapping") : Status();
   };
   const bool reduce_root = desc.kind == OpKind::kReduce && static_cast<int>(desc.root) == rank_;
   peers->in.assign(size_, nullptr);
@@ -322,17 +343,15 @@ Result<Work> GpuComm::run(const OpDesc& desc, const CollectiveOptions& o) {
   args.status = ipc.host_status_device();
   ZW_TRY(build(desc, o, peers, &args));
   auto stream = static_cast<cudaStream_t>(o.stream);
-  if (has_last_ && last_stream_ != stream)
-    ZW_TRY(cuda_status(cudaStreamWaitEvent(stream, last_event_, 0), "ordering after the previous GPU collective"));
+  if (last_event_ && last_stream_ != stream)
+    ZW_TRY(cuda_status(cudaStreamWaitEvent(stream, *last_event_, 0), "ordering after the previous GPU collective"));
   const int blocks = blocks_for(args.count * dtype_size(desc.dtype));
   st = launch_direct(desc.dtype, desc.op, args, blocks, threads_, stream);
   if (!st.ok()) return fail(st);
-  cudaEvent_t done = nullptr;
-  ZW_TRY(cuda_status(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate"));
-  ZW_TRY(cuda_status(cudaEventRecord(done, stream), "cudaEventRecord"));
-  ZW_TRY(cuda_status(cudaEventRecord(last_event_, stream), "cudaEventRecord"));
+  ZW_ASSIGN_OR_RETURN(std::shared_ptr<cudaEvent_t> done, shared_->event(shared_));
+  ZW_TRY(cuda_status(cudaEventRecord(*done, stream), "cudaEventRecord"));
+  last_event_ = done;
   last_stream_ = stream;
-  has_last_ = true;
   std::string what = std::string(op_kind_name(desc.kind)) + " on rank " + std::to_string(rank_) + " (GPU operation " +
                      std::to_string(seq) + ")";
   auto poller = std::make_unique<GpuPoller>(shared_, done, seq, std::move(what), timeout_s_);

@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "collectives/comm_impl.h"
 #include "collectives/gpu/gpu_kernels.h"
@@ -28,9 +29,12 @@ namespace zw::internal::gpu {
 // State shared by the engine and the Work handles of its operations (which may outlive the communicator).
 struct GpuShared {
   std::unique_ptr<transport::cuda_ipc::CudaIpcTransport> ipc;
-  std::mutex mutex;       // guards failed
-  Status failed;          // sticky: set by the first failed operation or abort()
+  std::mutex mutex;                      // guards failed and free_events
+  Status failed;                         // sticky: set by the first failed operation or abort()
+  std::vector<cudaEvent_t> free_events;  // completion events ready for reuse
   ~GpuShared();
+  // A completion event from the pool; it returns there when the last holder drops it.
+  Result<std::shared_ptr<cudaEvent_t>> event(const std::shared_ptr<GpuShared>& self);
 };
 
 class GpuComm final : public GpuEngine {
@@ -59,9 +63,8 @@ class GpuComm final : public GpuEngine {
   int max_blocks_ = 32;
   uint64_t seq_ = 0;
   std::shared_ptr<GpuShared> shared_;
-  cudaEvent_t last_event_ = nullptr;   // completion of the previous operation
-  cudaStream_t last_stream_ = nullptr; // the stream it ran on
-  bool has_last_ = false;
+  std::shared_ptr<cudaEvent_t> last_event_;  // completion of the previous operation (null before the first)
+  cudaStream_t last_stream_ = nullptr;       // the stream it ran on
 };
 
 }  // namespace zw::internal::gpu

@@ -12,7 +12,7 @@
 
 namespace zw::transport::cuda_ipc {
 
-inline constexpr int kMaxNodeRanks = 16;
+inline constexpr int kMaxNodeRanks = 8;  // GPUs of one node (kernel arguments are sized by it)
 
 struct alignas(128) GpuSignals {
   uint64_t arrive[kMaxNodeRanks];  // [peer]: last operation the peer's stream reached
