@@ -54,6 +54,7 @@ const Row kKnobTable[] = {
   {{"ZW_CUDA_BLOCKS", KnobType::kInt, "0", "thread blocks per GPU collective kernel; 0 = chosen by size (at most the SMs / ranks sharing the GPU)", false}, &Knobs::cuda_blocks},
   {{"ZW_CUDA_THREADS", KnobType::kInt, "512", "threads per block of the GPU collective kernels (64..1024, a multiple of 32)", false}, &Knobs::cuda_threads},
   {{"ZW_CUDA_IPC_CACHE", KnobType::kInt, "256", "peer device allocations kept mapped per communicator (least recently used closed first)", false}, &Knobs::cuda_ipc_cache},
+  {{"ZW_CUDA_ALGO", KnobType::kString, "auto", "device-memory collectives on one node: direct (every GPU reads/writes every peer), ring (neighbours only), auto (direct: every pair of GPUs must be peer-accessible for CUDA IPC anyway, and direct measured faster)", false}, &Knobs::cuda_algo},
 };
 // clang-format on
 

@@ -45,6 +45,7 @@ struct Knobs {
   int64_t cuda_blocks;          // ZW_CUDA_BLOCKS: thread blocks of a GPU collective kernel (0: by size)
   int64_t cuda_threads;         // ZW_CUDA_THREADS: threads per block of a GPU collective kernel
   int64_t cuda_ipc_cache;       // ZW_CUDA_IPC_CACHE: peer allocations kept mapped (LRU) per communicator
+  std::string cuda_algo;        // ZW_CUDA_ALGO: auto, direct or ring (node-local device-memory collectives)
 };
 
 enum class KnobType { kString, kInt, kBytes, kDouble };

@@ -7,6 +7,7 @@
 // Inputs are random finite values; the expected result is the left fold over ranks with the host kernels
 // (zw::kernels::reduce, then scale for avg), which the GPU kernels match bit for bit. Also: in-place forms, the
 // IPC cache across freed and reallocated buffers, desynchronized ranks, a rank that never arrives.
+// The same binary runs again with ZW_CUDA_ALGO=ring (ctest zw_gpu_collectives_ring_test) for the ring kernels.
 // Multi-process runs (real CUDA IPC) are covered by zw_gpu_coll_perf -c 1 under zwrun (gpu_ipc_perf_check).
 // Skips with "no CUDA device" where no GPU is visible.
 #include <cuda_runtime.h>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "collectives/kernels/reduce.h"
+#include "common/knobs.h"
 #include "zerowire/communicator.h"
 #include "zerowire/store.h"
 
@@ -81,13 +83,30 @@ size_t out_bytes(const Case& c, int n) {
   return (c.kind == Kind::kAllGather ? c.count * n : c.count) * es;
 }
 
+// ZW_CUDA_ALGO=ring runs all-gather, and out-of-place reduce-scatter and all-reduce, on the ring kernels, whose
+// sums fold in ring order: block b starts at rank b+1 and ends at rank b.
+bool ring_mode() { return knobs().cuda_algo == "ring"; }
+
+// The element range of rank r's part of an all-reduce (as the GPU path splits it: whole 16-byte vectors).
+void part_of(int r, int n, size_t count, size_t elem, size_t* lo, size_t* hi) {
+  const size_t unit = 16 / elem, units = (count + unit - 1) / unit;
+  const size_t per = units / n, extra = units % n, ru = static_cast<size_t>(r);
+  const size_t first = ru * per + std::min(ru, extra), last = first + per + (ru < extra ? 1 : 0);
+  *lo = std::min(count, first * unit);
+  *hi = std::min(count, last * unit);
+}
+
 // The expected output of rank r.
 std::vector<std::byte> expected(const Case& c, int n, int r, const std::vector<std::vector<std::byte>>& inputs) {
   const size_t es = dtype_size(c.dt), block = c.count * es;
-  auto fold = [&](size_t offset, size_t bytes) {
-    std::vector<std::byte> acc(inputs[0].begin() + offset, inputs[0].begin() + offset + bytes);
+  const bool ring = ring_mode() && n > 1 && !c.in_place;
+  // Folds inputs over [offset, offset + bytes) in rank order, or in ring order for block `ring_block`.
+  auto fold = [&](size_t offset, size_t bytes, int ring_block) {
+    const int first = ring_block < 0 ? 0 : (ring_block + 1) % n;
+    std::vector<std::byte> acc(inputs[first].begin() + offset, inputs[first].begin() + offset + bytes);
     const ReduceOp op = c.op == ReduceOp::kAvg ? ReduceOp::kSum : c.op;
-    for (int p = 1; p < n; ++p) kernels::reduce(c.dt, op, acc.data(), acc.data(), inputs[p].data() + offset, bytes / es);
+    for (int k = 1; k < n; ++k)
+      kernels::reduce(c.dt, op, acc.data(), acc.data(), inputs[(first + k) % n].data() + offset, bytes / es);
     if (c.op == ReduceOp::kAvg) kernels::scale(c.dt, acc.data(), acc.data(), bytes / es, 1.0 / n);
     return acc;
   };
@@ -97,10 +116,20 @@ std::vector<std::byte> expected(const Case& c, int n, int r, const std::vector<s
       for (int p = 0; p < n; ++p) out.insert(out.end(), inputs[p].begin(), inputs[p].begin() + block);
       return out;
     }
-    case Kind::kReduceScatter: return fold(r * block, block);
+    case Kind::kReduceScatter: return fold(r * block, block, ring ? r : -1);
     case Kind::kBroadcast: return inputs[c.root];
-    case Kind::kAllReduce:
-    case Kind::kReduce: return fold(0, block);
+    case Kind::kReduce: return fold(0, block, -1);
+    case Kind::kAllReduce: {
+      if (!ring) return fold(0, block, -1);
+      std::vector<std::byte> out;
+      for (int b = 0; b < n; ++b) {
+        size_t lo = 0, hi = 0;
+        part_of(b, n, c.count, es, &lo, &hi);
+        std::vector<std::byte> part = fold(lo * es, (hi - lo) * es, b);
+        out.insert(out.end(), part.begin(), part.end());
+      }
+      return out;
+    }
   }
   return {};
 }

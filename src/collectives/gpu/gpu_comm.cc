@@ -23,17 +23,19 @@ using transport::cuda_ipc::Mailbox;
 // One rank's descriptor of one operation, as it travels through the mailbox.
 struct OpRecord {
   uint64_t seq;
-  uint8_t kind, dtype, op, pad;
+  uint8_t kind, dtype, op, ring;  // ring: 1 when this rank runs the ring kernel
   uint32_t root;
   uint64_t count;
-  IpcBuffer in, out;
+  uint32_t ring_blocks;           // slices of the ring kernel (must match)
+  IpcBuffer in, out, scratch;
 };
 static_assert(sizeof(OpRecord) <= Mailbox::kSlotBytes, "an operation descriptor must fit a mailbox slot");
 
 std::string describe_op(const OpRecord& r) {
   return std::string(op_kind_name(static_cast<OpKind>(r.kind))) + "(count=" + std::to_string(r.count) + ", " +
          dtype_name(static_cast<DataType>(r.dtype)) + ", " + reduce_op_name(static_cast<ReduceOp>(r.op)) + ", root " +
-         std::to_string(r.root) + ")";
+         std::to_string(r.root) + ", " + (r.ring ? "ring/" + std::to_string(r.ring_blocks) : std::string("direct")) +
+         ")";
 }
 
 // The calling thread's current device, switched for the scope (launches need the stream's device current).
@@ -154,9 +156,10 @@ Result<std::shared_ptr<cudaEvent_t>> GpuShared::event(const std::shared_ptr<GpuS
 }
 
 struct GpuComm::Peers {
-  std::vector<OpRecord> records;  // [rank]
-  std::vector<std::byte*> in;     // [rank]: input mapped here (null where not needed)
-  std::vector<std::byte*> out;    // [rank]: output mapped here
+  std::vector<OpRecord> records;   // [rank]
+  std::vector<std::byte*> in;      // [rank]: input mapped here (null where not needed)
+  std::vector<std::byte*> out;     // [rank]: output mapped here
+  std::vector<std::byte*> scratch; // [rank]: ring scratch mapped here
 };
 
 Result<std::unique_ptr<GpuComm>> GpuComm::create(CommImpl& impl, int device) {
@@ -181,6 +184,9 @@ Result<std::unique_ptr<GpuComm>> GpuComm::create(CommImpl& impl, int device) {
   const int fit = std::max(1, g->shared_->ipc->device().sm_count / g->shared_->ipc->ranks_on_device());
   // Measured on 2×H200 (docs/PERF.md): every SM moving data gives 330-360 GB/s at 1 GiB, 32 blocks 260-320.
   g->max_blocks_ = k.cuda_blocks > 0 ? static_cast<int>(std::min<int64_t>(k.cuda_blocks, fit)) : fit;
+  if (k.cuda_algo != "auto" && k.cuda_algo != "direct" && k.cuda_algo != "ring")
+    return Status(Code::kInvalidArgument, "ZW_CUDA_ALGO=" + k.cuda_algo + " is not one of auto, direct, ring");
+  g->ring_ = k.cuda_algo == "ring";
   return g;
 }
 
@@ -194,6 +200,7 @@ GpuComm::~GpuComm() {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
+  if (scratch_ != nullptr) cudaFree(scratch_);
 }
 
 void GpuComm::abort(const Status& reason) {
@@ -214,7 +221,30 @@ int GpuComm::blocks_for(size_t bytes) const {
   return static_cast<int>(std::clamp<size_t>((bytes + per_block - 1) / per_block, 1, max_blocks_));
 }
 
-Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptions& o, Peers* peers) {
+bool GpuComm::use_ring(const OpDesc& desc, const CollectiveOptions& o) const {
+  if (!ring_ || size_ < 2) return false;
+  const size_t block = desc.count * dtype_size(desc.dtype);
+  switch (desc.kind) {
+    case OpKind::kAllGather: return true;
+    case OpKind::kReduceScatter: return o.output.ptr != o.input.data() + rank_ * block;  // in place: direct
+    case OpKind::kAllReduce: return o.input.ptr != o.output.ptr;                          // in place: direct
+    default: return false;
+  }
+}
+
+Status GpuComm::ensure_scratch(size_t bytes) {
+  if (bytes <= scratch_bytes_) return Status();
+  if (last_event_) ZW_TRY(cuda_status(cudaEventSynchronize(*last_event_), "waiting before growing the ring scratch"));
+  if (scratch_ != nullptr) cudaFree(scratch_);
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
+  ZW_TRY(cuda_status(cudaMalloc(&scratch_, bytes), "allocating " + std::to_string(bytes) + " bytes of ring scratch"));
+  scratch_bytes_ = bytes;
+  return Status();
+}
+
+Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptions& o, bool ring, int ring_blocks,
+                         Peers* peers) {
   CudaIpcTransport& ipc = *shared_->ipc;
   OpRecord mine{};
   mine.seq = seq;
@@ -225,6 +255,12 @@ Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptio
   mine.count = desc.count;
   ZW_ASSIGN_OR_RETURN(mine.in, ipc.exporter().describe(o.input.bytes > 0 ? o.input.ptr : nullptr));
   ZW_ASSIGN_OR_RETURN(mine.out, ipc.exporter().describe(o.output.bytes > 0 ? o.output.ptr : nullptr));
+  mine.ring = ring ? 1 : 0;
+  mine.ring_blocks = ring ? static_cast<uint32_t>(ring_blocks) : 0;
+  if (ring && desc.kind == OpKind::kReduceScatter) {
+    ZW_TRY(ensure_scratch(desc.count * dtype_size(desc.dtype)));
+    ZW_ASSIGN_OR_RETURN(mine.scratch, ipc.exporter().describe(scratch_));
+  }
   ipc.mailbox().post(seq, std::as_bytes(std::span(&mine, 1)));
   peers->records.assign(size_, mine);
   Deadline deadline = Deadline::after_seconds(timeout_s_);
@@ -240,7 +276,7 @@ Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptio
     OpRecord& r = peers->records[p];
     std::memcpy(&r, got.data(), std::min(got.size(), sizeof r));
     if (r.kind != mine.kind || r.dtype != mine.dtype || r.op != mine.op || r.root != mine.root ||
-        r.count != mine.count)
+        r.count != mine.count || r.ring != mine.ring || r.ring_blocks != mine.ring_blocks)
       return Status(Code::kDesync, "GPU collective " + std::to_string(seq) + ": rank " + std::to_string(rank_) +
                                        " issued " + describe_op(mine) + " but " + ipc.describe(p) + " issued " +
                                        describe_op(r));
@@ -252,12 +288,23 @@ Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptio
   const bool reduce_root = desc.kind == OpKind::kReduce && static_cast<int>(desc.root) == rank_;
   peers->in.assign(size_, nullptr);
   peers->out.assign(size_, nullptr);
+  peers->scratch.assign(size_, nullptr);
+  const int right = (rank_ + 1) % size_;
   for (int p = 0; p < size_; ++p) {
     const bool same = ipc.peer(p).same_process || p == rank_;
     const OpRecord& r = peers->records[p];
     bool need_in = desc.kind == OpKind::kReduceScatter || desc.kind == OpKind::kAllReduce || reduce_root ||
                    (desc.kind == OpKind::kBroadcast && static_cast<int>(desc.root) == p);
     bool need_out = desc.kind == OpKind::kAllGather || desc.kind == OpKind::kAllReduce;
+    if (ring) {  // a ring rank writes only into its right neighbour
+      need_in = false;
+      need_out = p == right;
+      if (p == right && desc.kind == OpKind::kReduceScatter) {
+        auto m = ipc.imports().map(p, r.scratch, same, quiesce);
+        if (!m.ok()) return m.status().with_context("ring scratch of " + ipc.describe(p));
+        peers->scratch[p] = m.value();
+      }
+    }
     if (need_in) {
       auto m = ipc.imports().map(p, r.in, same, quiesce);
       if (!m.ok()) return m.status().with_context("input of " + ipc.describe(p));
@@ -319,6 +366,36 @@ Status GpuComm::build(const OpDesc& desc, const CollectiveOptions& o, const Peer
   return Status();
 }
 
+void GpuComm::build_ring(const OpDesc& desc, const CollectiveOptions& o, const Peers& peers, RingArgs* a) const {
+  const size_t es = dtype_size(desc.dtype);
+  const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
+  a->kind = desc.kind == OpKind::kAllGather       ? RingKind::kAllGather
+            : desc.kind == OpKind::kReduceScatter ? RingKind::kReduceScatter
+                                                  : RingKind::kAllReduce;
+  a->rank = rank_;
+  a->size = size_;
+  a->in = o.input.ptr;
+  a->out = o.output.ptr;
+  a->scratch = scratch_;
+  a->right_out = peers.out[right];
+  a->right_scratch = peers.scratch[right];
+  for (int b = 0; b <= size_; ++b) {
+    if (desc.kind == OpKind::kAllReduce) {
+      size_t lo = 0, hi = 0;
+      part_of(b < size_ ? b : size_ - 1, size_, desc.count, es, &lo, &hi);
+      a->offsets[b] = b < size_ ? lo : hi;
+    } else {
+      a->offsets[b] = static_cast<size_t>(b) * desc.count;
+    }
+  }
+  if (desc.op == ReduceOp::kAvg) a->scale = 1.0 / static_cast<double>(size_);
+  CudaIpcTransport& ipc = *shared_->ipc;
+  a->mine = ipc.signals();
+  a->right = ipc.peer(right).signals;
+  a->left = ipc.peer(left).signals;
+  a->status = ipc.host_status_device();
+}
+
 Result<Work> GpuComm::run(const OpDesc& desc, const CollectiveOptions& o) {
   {
     std::lock_guard<std::mutex> lock(shared_->mutex);
@@ -329,8 +406,13 @@ Result<Work> GpuComm::run(const OpDesc& desc, const CollectiveOptions& o) {
   DeviceScope scope(device_);
   ZW_TRY(scope.status());
   const uint64_t seq = ++seq_;
+  const bool ring = use_ring(desc, o);
+  const size_t es = dtype_size(desc.dtype);
+  const size_t ring_bytes = desc.kind == OpKind::kAllReduce ? (desc.count / size_ + 16) * es : desc.count * es;
+  const int ring_blocks =
+      std::min({blocks_for(ring_bytes), kMaxRingSlices, std::max(1, shared_->ipc->common_block_limit())});
   Peers peers;
-  Status st = exchange(seq, desc, o, &peers);
+  Status st = exchange(seq, desc, o, ring, ring_blocks, &peers);
   if (!st.ok()) return fail(st);
   CudaIpcTransport& ipc = *shared_->ipc;
   DirectArgs args;
@@ -341,12 +423,19 @@ Result<Work> GpuComm::run(const OpDesc& desc, const CollectiveOptions& o) {
   args.mine = ipc.signals();
   for (int p = 0; p < size_; ++p) args.peers[p] = ipc.peer(p).signals;
   args.status = ipc.host_status_device();
-  ZW_TRY(build(desc, o, peers, &args));
+  if (!ring) ZW_TRY(build(desc, o, peers, &args));
   auto stream = static_cast<cudaStream_t>(o.stream);
   if (last_event_ && last_stream_ != stream)
     ZW_TRY(cuda_status(cudaStreamWaitEvent(stream, *last_event_, 0), "ordering after the previous GPU collective"));
-  const int blocks = blocks_for(args.count * dtype_size(desc.dtype));
-  st = launch_direct(desc.dtype, desc.op, args, blocks, threads_, stream);
+  if (ring) {
+    RingArgs ra;
+    ra.seq = seq;
+    ra.timeout_ns = args.timeout_ns;
+    build_ring(desc, o, peers, &ra);
+    st = launch_ring(desc.dtype, desc.op, ra, ring_blocks, threads_, stream);
+  } else {
+    st = launch_direct(desc.dtype, desc.op, args, blocks_for(args.count * es), threads_, stream);
+  }
   if (!st.ok()) return fail(st);
   ZW_ASSIGN_OR_RETURN(std::shared_ptr<cudaEvent_t> done, shared_->event(shared_));
   ZW_TRY(cuda_status(cudaEventRecord(*done, stream), "cudaEventRecord"));

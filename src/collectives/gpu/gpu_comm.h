@@ -50,9 +50,15 @@ class GpuComm final : public GpuEngine {
   struct Peers;  // the peers' buffers of one operation, mapped here
   GpuComm(int rank, int size, int device, double timeout_s)
       : rank_(rank), size_(size), device_(device), timeout_s_(timeout_s) {}
-  Status exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptions& o, Peers* peers);
+  // Ring or direct for this operation (every rank decides the same; the descriptors confirm it).
+  bool use_ring(const OpDesc& desc, const CollectiveOptions& o) const;
+  Status exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptions& o, bool ring, int ring_blocks,
+                  Peers* peers);
   Status build(const OpDesc& desc, const CollectiveOptions& o, const Peers& peers, DirectArgs* args) const;
+  void build_ring(const OpDesc& desc, const CollectiveOptions& o, const Peers& peers, RingArgs* args) const;
   int blocks_for(size_t bytes) const;
+  // Grows the reduce-scatter ring's second receive slot to `bytes` (device memory, reused across operations).
+  Status ensure_scratch(size_t bytes);
   Status fail(Status status);
 
   int rank_;
@@ -61,6 +67,9 @@ class GpuComm final : public GpuEngine {
   double timeout_s_;
   int threads_ = 512;
   int max_blocks_ = 32;
+  bool ring_ = false;                        // ZW_CUDA_ALGO=ring
+  void* scratch_ = nullptr;                  // reduce-scatter ring receive slot
+  size_t scratch_bytes_ = 0;
   uint64_t seq_ = 0;
   std::shared_ptr<GpuShared> shared_;
   std::shared_ptr<cudaEvent_t> last_event_;  // completion of the previous operation (null before the first)

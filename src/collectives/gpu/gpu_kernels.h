@@ -32,6 +32,7 @@ namespace zw::internal::gpu {
 using transport::cuda_ipc::GpuHostStatus;
 using transport::cuda_ipc::GpuSignals;
 using transport::cuda_ipc::kMaxNodeRanks;
+using transport::cuda_ipc::kMaxRingSlices;
 
 struct DirectArgs {
   int rank = 0;                          // this rank
@@ -52,5 +53,36 @@ struct DirectArgs {
 // Enqueues the kernel on `stream` with `blocks` × `threads`. kUnsupported for an op/dtype pair without a kernel.
 Status launch_direct(DataType dtype, ReduceOp op, const DirectArgs& args, int blocks, int threads,
                      cudaStream_t stream);
+
+// The ring kernels (gpu_ring.cu): every rank talks only to its neighbours. Thread block j of every rank owns slice j
+// of every block, so the slices pipeline independently; each step's data is announced by a per-slice flag in the
+// right neighbour's signal block, tagged (seq, step). All-gather forwards blocks into the outputs (n-1 steps);
+// all-reduce reduce-scatters partial sums through the outputs' own block positions, then all-gathers the results
+// (2(n-1) steps); reduce-scatter alternates two receive slots (the output and a scratch block) with a credit flag
+// back to the left neighbour. Ring sums fold in ring order (rank b+1, b+2, ..., b for block b), not rank order.
+// In-place reduce-scatter and all-reduce are not ring operations (the caller uses direct).
+enum class RingKind : int { kAllGather, kReduceScatter, kAllReduce };
+
+struct RingArgs {
+  RingKind kind = RingKind::kAllGather;      // which collective
+  int rank = 0;                              // this rank
+  int size = 1;                              // ranks in the ring (> 1)
+  uint64_t seq = 0;                          // operation number
+  uint64_t timeout_ns = 0;                   // a wait longer than this fails
+  const void* in = nullptr;                  // this rank's input (all-gather: its block)
+  void* out = nullptr;                       // this rank's output
+  void* scratch = nullptr;                   // reduce-scatter: this rank's second receive slot (one block)
+  void* right_out = nullptr;                 // the right neighbour's output, mapped here
+  void* right_scratch = nullptr;             // the right neighbour's scratch, mapped here
+  size_t offsets[kMaxNodeRanks + 1] = {};    // element offset of block b in the n-block buffer (in, or out)
+  double scale = 0;                          // != 0: multiply the result by it (avg = 1/size)
+  GpuSignals* mine = nullptr;                // this rank's signal block
+  GpuSignals* right = nullptr;               // the right neighbour's, mapped
+  GpuSignals* left = nullptr;                // the left neighbour's, mapped
+  GpuHostStatus* status = nullptr;           // mapped host status word (device view)
+};
+
+// The number of thread blocks must be the same on every rank (slices are matched by index), ≤ kMaxRingSlices.
+Status launch_ring(DataType dtype, ReduceOp op, const RingArgs& args, int blocks, int threads, cudaStream_t stream);
 
 }  // namespace zw::internal::gpu

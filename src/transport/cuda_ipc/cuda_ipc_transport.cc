@@ -5,7 +5,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <sstream>
 
@@ -105,7 +107,7 @@ Status CudaIpcTransport::exchange(Store& store, Deadline deadline) {
   ZW_ASSIGN_OR_RETURN(IpcBuffer sig, exporter_.describe(signals_));
   std::ostringstream rec;
   rec << net::hostname() << ' ' << getpid() << ' ' << options_.device << ' ' << device_.uuid << ' '
-      << to_hex(&sig, sizeof sig);
+      << device_.sm_count << ' ' << to_hex(&sig, sizeof sig);
   ZW_TRY(store.set("gpu/" + std::to_string(options_.rank), rec.str()));
   peers_.resize(options_.size);
   for (int p = 0; p < options_.size; ++p) {
@@ -117,7 +119,7 @@ Status CudaIpcTransport::exchange(Store& store, Deadline deadline) {
     NodePeer& peer = peers_[p];
     std::string sig_hex;
     IpcBuffer peer_sig;
-    if (!(in >> peer.host >> peer.pid >> peer.device >> peer.uuid >> sig_hex) ||
+    if (!(in >> peer.host >> peer.pid >> peer.device >> peer.uuid >> peer.sm_count >> sig_hex) ||
         !from_hex(sig_hex, &peer_sig, sizeof peer_sig))
       return Status(Code::kInvalidArgument, "rank " + std::to_string(p) + " published a malformed GPU record");
     peer.same_process = peer.host == net::hostname() && peer.pid == getpid();
@@ -145,6 +147,12 @@ Status CudaIpcTransport::exchange(Store& store, Deadline deadline) {
 
 Status CudaIpcTransport::map_peers() {
   ranks_on_device_ = 0;
+  common_block_limit_ = INT32_MAX;
+  for (const NodePeer& a : peers_) {
+    int sharing = 0;
+    for (const NodePeer& b : peers_) sharing += a.uuid == b.uuid ? 1 : 0;
+    common_block_limit_ = std::min(common_block_limit_, std::max(1, a.sm_count / sharing));
+  }
   for (int p = 0; p < options_.size; ++p) {
     const NodePeer& peer = peers_[p];
     if (peer.uuid == device_.uuid) ++ranks_on_device_;

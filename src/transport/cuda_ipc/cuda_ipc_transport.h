@@ -29,6 +29,7 @@ struct NodePeer {
   int pid = 0;                   // process id
   int device = -1;               // device ordinal in its process
   std::string uuid;              // GPU identity across processes
+  int sm_count = 0;              // its GPU's multiprocessors
   bool same_process = false;     // a rank of this process (ranks as threads)
   GpuSignals* signals = nullptr; // its signal block, mapped here (our own for this rank)
 };
@@ -55,6 +56,9 @@ class CudaIpcTransport {
   const NodePeer& peer(int p) const { return peers_[p]; }
   // Ranks (this one included) whose GPU is this rank's GPU: their kernels must fit on it together.
   int ranks_on_device() const { return ranks_on_device_; }
+  // The most thread blocks every rank's kernel can have while all ranks sharing a GPU stay resident together:
+  // min over ranks of SMs / ranks on that GPU (kernels that depend on each other's blocks use this).
+  int common_block_limit() const { return common_block_limit_; }
   GpuSignals* signals() const { return signals_; }
   GpuHostStatus* host_status() const { return host_status_; }               // host view
   GpuHostStatus* host_status_device() const { return host_status_dev_; }   // the kernels' view
@@ -78,6 +82,7 @@ class CudaIpcTransport {
   CudaDeviceInfo device_;
   std::vector<NodePeer> peers_;
   int ranks_on_device_ = 1;
+  int common_block_limit_ = 1;
   GpuSignals* signals_ = nullptr;            // device memory, ours
   GpuHostStatus* host_status_ = nullptr;     // pinned, mapped
   GpuHostStatus* host_status_dev_ = nullptr;
