@@ -9,7 +9,9 @@
 # 3. runs the CUDA reduce-kernel bandwidth check and the peer-copy physical reference (zw_nccl_perf -t peercopy);
 # 4. runs zw_gpu_coll_perf under zwrun, one process per GPU: zerowire and NCCL interleaved in one harness for
 #    allgather, reducescatter and allreduce in bf16 and f32 from 8 KiB to 1 GiB, ZW_GPU_REPS repetitions (default 3);
-# 5. prints, last, the summary: op, dtype, size, zerowire and NCCL busbw (medians), the ratio, peer-copy busbw.
+#    then the same with ZW_CUDA_ALGO=ring (bf16, one repetition) to compare the ring kernels with the direct ones;
+# 5. prints, last, the summary: op, dtype, size, zerowire and NCCL busbw (medians), the ratio, peer-copy busbw,
+#    and the ring table (ring busbw, direct busbw from step 4, NCCL busbw).
 # ZW_GPU_QUICK=1 stops after the tests (for iterating on correctness).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -42,6 +44,16 @@ find_bin() { find "$BUILD" -type f -name "$1" -perm -u+x | head -1; }
 
 [ "${ZW_GPU_QUICK:-0}" = 1 ] && { [ -n "${OUT:-}" ] && tar -czf "$OUT/gpu-check-logs.tar.gz" -C "$BUILD" gpu-check; exit $status; }
 
+echo "== multi-process, more ranks than GPUs: 4 processes on $NGPU GPU(s), direct and ring, every size validated"
+for algo in direct ring; do
+  for t in allgather reducescatter allreduce; do
+    f="$LOG/mp4_${algo}_${t}.txt"
+    ZW_CUDA_ALGO=$algo "$(find_bin zwrun)" -n 4 --timeout 300 -- "$(find_bin zw_gpu_coll_perf)" -t "$t" -d bfloat16 \
+      -b 8K -e 32M -f 16 -n 2 -w 1 -R 1 -c 1 --backends zw >"$f" 2>&1 || { status=1; echo "FAILED: 4 ranks $algo $t"; tail -5 "$f"; }
+    echo "   4 ranks $algo $t: $(grep -cE '^\[0\] +[0-9]' "$f") sizes, wrong elements: $(grep -E '^\[0\] +[0-9]' "$f" | awk -F'|' '{split($2, a, " "); s += a[4]} END {print s + 0}')"
+  done
+done
+
 echo "== CUDA reduce kernels vs device-to-device copy"
 "$(find_bin zw_cuda_reduce_bench)" | tee "$LOG/reduce_bench.txt" || status=1
 
@@ -63,6 +75,13 @@ for t in allgather reducescatter allreduce; do
   done
 done
 cat "$LOG/coll_allgather_bfloat16.txt"
+
+echo "== ring kernels: ZW_CUDA_ALGO=ring beside NCCL (bf16, 1 repetition), for the ring-vs-direct choice"
+for t in allgather reducescatter allreduce; do
+  f="$LOG/ring_${t}_bfloat16.txt"
+  ZW_CUDA_ALGO=ring "$zwrun" -n "$NGPU" --timeout 300 -- "$perf" -t "$t" -d bfloat16 -b 8K -e 1G -f 8 -n 20 -w 5 -c 1 \
+    -R 1 >"$f" 2>&1 || { status=1; echo "FAILED: ring $t"; tail -5 "$f"; }
+done
 
 echo "== summary (busbw GB/s, medians; zw/nccl = ratio of medians; peer = cudaMemcpyPeerAsync push reference)"
 python3 - "$LOG" <<'PY'
@@ -94,6 +113,19 @@ for t in ("allgather", "reducescatter", "allreduce"):
             p = statistics.median(peer[(dt, size)]) if (dt, size) in peer else float("nan")
             print(f"{t:<14}{dt:<10}{name(size):>9}{zw_us:>10.2f}{zw_bw:>10.1f}{nc_us:>10.2f}{nc_bw:>11.1f}"
                   f"{float(f[12]):>9.3f}{p:>8.1f}{max(zw_wrong, 0) + max(nc_wrong, 0):>7}{float(f[13]):>8.2f}")
+def rows(path):
+    for line in open(path):
+        f = re.sub(r"^\[\d+\]\s*", "", line).replace("|", " ").split()
+        if len(f) >= 15 and f[0].isdigit():
+            yield int(f[0]), float(f[5]), float(f[9])
+print(f"\n{'ring op':<14}{'size':>9}{'ring busbw':>12}{'direct busbw':>14}{'nccl busbw':>12}")
+for t in ("allgather", "reducescatter", "allreduce"):
+    ring_path, direct_path = os.path.join(log, f"ring_{t}_bfloat16.txt"), os.path.join(log, f"coll_{t}_bfloat16.txt")
+    if not os.path.exists(ring_path) or not os.path.exists(direct_path):
+        continue
+    direct = {size: bw for size, bw, _ in rows(direct_path)}
+    for size, bw, nccl in rows(ring_path):
+        print(f"{t:<14}{name(size):>9}{bw:>12.1f}{direct.get(size, float('nan')):>14.1f}{nccl:>12.1f}")
 PY
 [ -n "${OUT:-}" ] && tar -czf "$OUT/gpu-check-logs.tar.gz" -C "$BUILD" gpu-check
 exit $status

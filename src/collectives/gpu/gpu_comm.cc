@@ -238,8 +238,10 @@ Status GpuComm::ensure_scratch(size_t bytes) {
   if (scratch_ != nullptr) cudaFree(scratch_);
   scratch_ = nullptr;
   scratch_bytes_ = 0;
-  ZW_TRY(cuda_status(cudaMalloc(&scratch_, bytes), "allocating " + std::to_string(bytes) + " bytes of ring scratch"));
-  scratch_bytes_ = bytes;
+  size_t want = size_t{1} << 20;  // powers of two from 1 MiB: few reallocations (each is a new peer mapping)
+  while (want < bytes) want *= 2;
+  ZW_TRY(cuda_status(cudaMalloc(&scratch_, want), "allocating " + std::to_string(want) + " bytes of ring scratch"));
+  scratch_bytes_ = want;
   return Status();
 }
 

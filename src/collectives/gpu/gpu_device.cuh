@@ -67,7 +67,10 @@ __device__ inline bool wait_at_least(const WaitCtx& w, const uint64_t* flag, uin
   return true;
 }
 
-inline constexpr int kUnroll = 2;
+#ifndef ZW_GPU_UNROLL
+#define ZW_GPU_UNROLL 2  // 16-byte vectors in flight per thread and source
+#endif
+inline constexpr int kUnroll = ZW_GPU_UNROLL;
 
 // For i in [0, count) handled by threads first, first + stride, ...: dst[d][i] = scale(fold(src[0..nsrc)[i])) for
 // every d. Sources fold left to right with the element type's rounding at every step (= the host kernels). With

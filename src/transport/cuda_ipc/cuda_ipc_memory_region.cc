@@ -1,6 +1,8 @@
 // IPC descriptions of local device buffers and the LRU cache of peers' mapped allocations.
 #include "transport/cuda_ipc/cuda_ipc_memory_region.h"
 
+#include <cstring>
+
 #include "common/log.h"
 #include "transport/cuda_ipc/cuda_ipc_device.h"
 
@@ -38,26 +40,52 @@ std::byte* IpcImportCache::lookup(int owner, uint64_t id) {
 
 Result<std::byte*> IpcImportCache::open(int owner, const IpcBuffer& buf) {
   void* base = nullptr;
-  Status st = cuda_status(cudaIpcOpenMemHandle(&base, buf.handle, cudaIpcMemLazyEnablePeerAccess),
-                          "cudaIpcOpenMemHandle");
+  cudaError_t err = cudaIpcOpenMemHandle(&base, buf.handle, cudaIpcMemLazyEnablePeerAccess);
+  already_mapped_ = err == cudaErrorAlreadyMapped;
+  Status st = cuda_status(err, "cudaIpcOpenMemHandle");
   if (!st.ok())
     return st.with_context("mapping a device buffer of rank " + std::to_string(owner) +
                            " (both GPUs must be in one node with peer access, e.g. NVLink or PCIe P2P)");
   ++opens_;
   lru_.push_front(Key{owner, buf.buffer_id});
-  entries_.emplace(Key{owner, buf.buffer_id}, Entry{static_cast<std::byte*>(base), lru_.begin()});
+  entries_.emplace(Key{owner, buf.buffer_id}, Entry{static_cast<std::byte*>(base), lru_.begin(), buf.handle});
   ZW_TRACE(kCuda, "mapped allocation %llu of rank %d (%zu cached)", static_cast<unsigned long long>(buf.buffer_id),
                owner, entries_.size());
   return static_cast<std::byte*>(base);
 }
 
-Status IpcImportCache::evict_oldest() {
-  Key key = lru_.back();
-  lru_.pop_back();
-  auto it = entries_.find(key);
+Status IpcImportCache::close(std::map<Key, Entry>::iterator it) {
+  lru_.erase(it->second.lru);
   Status st = cuda_status(cudaIpcCloseMemHandle(it->second.base), "cudaIpcCloseMemHandle");
   entries_.erase(it);
   return st;
+}
+
+Status IpcImportCache::evict_oldest() { return close(entries_.find(lru_.back())); }
+
+bool IpcImportCache::has_handle(int owner, const cudaIpcMemHandle_t& handle) const {
+  for (const auto& [key, entry] : entries_)
+    if (key.first == owner && std::memcmp(&entry.handle, &handle, sizeof handle) == 0) return true;
+  return false;
+}
+
+Status IpcImportCache::close_owner(int owner) {
+  Status first;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    auto next = std::next(it);
+    if (it->first.first == owner) {
+      Status st = close(it);
+      if (first.ok()) first = st;
+    }
+    it = next;
+  }
+  return first;
+}
+
+Status IpcImportCache::close_handle(int owner, const cudaIpcMemHandle_t& handle) {
+  for (auto it = entries_.begin(); it != entries_.end(); ++it)
+    if (it->first.first == owner && std::memcmp(&it->second.handle, &handle, sizeof handle) == 0) return close(it);
+  return Status();
 }
 
 }  // namespace zw::transport::cuda_ipc

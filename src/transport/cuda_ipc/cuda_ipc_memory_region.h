@@ -58,12 +58,21 @@ class IpcImportCache {
     if (buf.buffer_id == 0) return static_cast<std::byte*>(nullptr);
     if (same_process) return reinterpret_cast<std::byte*>(buf.base + buf.offset);
     if (auto hit = lookup(owner, buf.buffer_id)) return hit + buf.offset;
-    if (entries_.size() >= capacity_) {
+    // A new allocation of the owner may be the memory of one it freed, with the same IPC handle: CUDA refuses to
+    // map it twice (cudaErrorAlreadyMapped), so the stale mapping goes first.
+    if (entries_.size() >= capacity_ || has_handle(owner, buf.handle)) {
       ZW_TRY(quiesce());
-      ZW_TRY(evict_oldest());
+      if (has_handle(owner, buf.handle)) ZW_TRY(close_handle(owner, buf.handle));
+      if (entries_.size() >= capacity_) ZW_TRY(evict_oldest());
     }
-    ZW_ASSIGN_OR_RETURN(std::byte * base, open(owner, buf));
-    return base + buf.offset;
+    auto base = open(owner, buf);
+    if (!base.ok() && already_mapped_) {  // an identical mapping under an older identity: drop the owner's, retry
+      ZW_TRY(quiesce());
+      ZW_TRY(close_owner(owner));
+      base = open(owner, buf);
+    }
+    if (!base.ok()) return base.status();
+    return base.value() + buf.offset;
   }
   size_t size() const { return entries_.size(); }
   uint64_t opens() const { return opens_; }  // cudaIpcOpenMemHandle calls so far
@@ -73,7 +82,12 @@ class IpcImportCache {
   struct Entry {
     std::byte* base;                       // local mapping of the allocation
     std::list<Key>::iterator lru;          // position in lru_ (front = most recent)
+    cudaIpcMemHandle_t handle;             // what it was opened from
   };
+  bool has_handle(int owner, const cudaIpcMemHandle_t& handle) const;
+  Status close_handle(int owner, const cudaIpcMemHandle_t& handle);
+  Status close(std::map<Key, Entry>::iterator it);
+  Status close_owner(int owner);
   std::byte* lookup(int owner, uint64_t id);
   Result<std::byte*> open(int owner, const IpcBuffer& buf);
   Status evict_oldest();
@@ -82,6 +96,7 @@ class IpcImportCache {
   std::map<Key, Entry> entries_;
   std::list<Key> lru_;
   uint64_t opens_ = 0;
+  bool already_mapped_ = false;  // the last open() failed with cudaErrorAlreadyMapped
 };
 
 }  // namespace zw::transport::cuda_ipc
