@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "collectives/gpu/gpu_kernels.h"
@@ -134,6 +135,42 @@ __device__ __forceinline__ void move_range(const void* const (&src)[N], int nsrc
   }
 }
 
-__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+__host__ __device__ __forceinline__ bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
+
+// Host side: runs f.template operator()<D, O>() for the runtime (dtype, op) — one kernel instantiation per pair;
+// kAvg runs the sum kernel (the caller scales).
+template <class F>
+Status dispatch(DataType dtype, ReduceOp op, F&& f) {
+  auto by_op = [&]<DataType D>() -> Status {
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg: return f.template operator()<D, ReduceOp::kSum>();
+      case ReduceOp::kProd: return f.template operator()<D, ReduceOp::kProd>();
+      case ReduceOp::kMin: return f.template operator()<D, ReduceOp::kMin>();
+      case ReduceOp::kMax: return f.template operator()<D, ReduceOp::kMax>();
+    }
+    return Status(Code::kUnsupported, "no GPU collective kernel for this reduction");
+  };
+  switch (dtype) {
+    case DataType::kFloat32: return by_op.template operator()<DataType::kFloat32>();
+    case DataType::kFloat16: return by_op.template operator()<DataType::kFloat16>();
+    case DataType::kBFloat16: return by_op.template operator()<DataType::kBFloat16>();
+    case DataType::kFloat64: return by_op.template operator()<DataType::kFloat64>();
+    case DataType::kInt32: return by_op.template operator()<DataType::kInt32>();
+    case DataType::kInt64: return by_op.template operator()<DataType::kInt64>();
+    case DataType::kUInt8: return by_op.template operator()<DataType::kUInt8>();
+  }
+  return Status(Code::kUnsupported, "no GPU collective kernel for this data type");
+}
+
+// The status of the kernel launch just made ("launching the GPU <what> kernel: ...").
+inline Status launch_status(const char* what) {
+  cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) return Status();
+  return Status(Code::kSystem, std::string("launching the GPU ") + what + " kernel: " + cudaGetErrorName(err) + " (" +
+                                   cudaGetErrorString(err) + ")");
+}
 
 }  // namespace zw::internal::gpu::dev

@@ -51,48 +51,16 @@ __global__ void __launch_bounds__(1024) direct_kernel(const DirectArgs a, bool v
   barrier_wait(a, true);
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }  // host side
-
-template <DataType D>
-Status launch_typed(ReduceOp op, const DirectArgs& a, int blocks, int threads, cudaStream_t stream) {
-  bool vector = true;
-  for (int s = 0; s < a.nsrc; ++s) vector = vector && aligned16(a.src[s]);
-  for (int d = 0; d < a.ndst; ++d) vector = vector && aligned16(a.dst[d]);
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAvg:
-      direct_kernel<D, ReduceOp::kSum><<<blocks, threads, 0, stream>>>(a, vector);
-      break;
-    case ReduceOp::kProd:
-      direct_kernel<D, ReduceOp::kProd><<<blocks, threads, 0, stream>>>(a, vector);
-      break;
-    case ReduceOp::kMin:
-      direct_kernel<D, ReduceOp::kMin><<<blocks, threads, 0, stream>>>(a, vector);
-      break;
-    case ReduceOp::kMax:
-      direct_kernel<D, ReduceOp::kMax><<<blocks, threads, 0, stream>>>(a, vector);
-      break;
-  }
-  cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    return Status(Code::kSystem, std::string("launching the GPU collective kernel: ") + cudaGetErrorName(err) + " (" +
-                                     cudaGetErrorString(err) + ")");
-  return Status();
-}
-
 }  // namespace
 
 Status launch_direct(DataType dtype, ReduceOp op, const DirectArgs& a, int blocks, int threads, cudaStream_t stream) {
-  switch (dtype) {
-    case DataType::kFloat32: return launch_typed<DataType::kFloat32>(op, a, blocks, threads, stream);
-    case DataType::kFloat16: return launch_typed<DataType::kFloat16>(op, a, blocks, threads, stream);
-    case DataType::kBFloat16: return launch_typed<DataType::kBFloat16>(op, a, blocks, threads, stream);
-    case DataType::kFloat64: return launch_typed<DataType::kFloat64>(op, a, blocks, threads, stream);
-    case DataType::kInt32: return launch_typed<DataType::kInt32>(op, a, blocks, threads, stream);
-    case DataType::kInt64: return launch_typed<DataType::kInt64>(op, a, blocks, threads, stream);
-    case DataType::kUInt8: return launch_typed<DataType::kUInt8>(op, a, blocks, threads, stream);
-  }
-  return Status(Code::kUnsupported, "no GPU collective kernel for this data type");
+  bool vector = true;
+  for (int s = 0; s < a.nsrc; ++s) vector = vector && dev::aligned16(a.src[s]);
+  for (int d = 0; d < a.ndst; ++d) vector = vector && dev::aligned16(a.dst[d]);
+  return dev::dispatch(dtype, op, [&]<DataType D, ReduceOp O>() {
+    direct_kernel<D, O><<<blocks, threads, 0, stream>>>(a, vector);
+    return dev::launch_status("direct collective");
+  });
 }
 
 }  // namespace zw::internal::gpu

@@ -155,54 +155,25 @@ __global__ void __launch_bounds__(1024) ring_kernel(const RingArgs a) {
   }
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
-template <DataType D, ReduceOp O>
-void launch_op(const RingArgs& a, bool vector, int blocks, int threads, cudaStream_t stream) {
-  if (vector)
-    ring_kernel<D, O, true><<<blocks, threads, 0, stream>>>(a);
-  else
-    ring_kernel<D, O, false><<<blocks, threads, 0, stream>>>(a);
-}
-
-template <DataType D>
-Status launch_typed(ReduceOp op, const RingArgs& a, int blocks, int threads, cudaStream_t stream) {
-  const size_t es = sizeof(typename dev::DevElem<D>::Storage);
-  bool vector = true;
-  for (const void* p : {a.in, static_cast<const void*>(a.out), static_cast<const void*>(a.scratch),
-                        static_cast<const void*>(a.right_out), static_cast<const void*>(a.right_scratch)})
-    vector = vector && aligned16(p);
-  for (int b = 0; b <= a.size; ++b) vector = vector && (a.offsets[b] * es) % 16 == 0;
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAvg: launch_op<D, ReduceOp::kSum>(a, vector, blocks, threads, stream); break;
-    case ReduceOp::kProd: launch_op<D, ReduceOp::kProd>(a, vector, blocks, threads, stream); break;
-    case ReduceOp::kMin: launch_op<D, ReduceOp::kMin>(a, vector, blocks, threads, stream); break;
-    case ReduceOp::kMax: launch_op<D, ReduceOp::kMax>(a, vector, blocks, threads, stream); break;
-  }
-  cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    return Status(Code::kSystem, std::string("launching the GPU ring kernel: ") + cudaGetErrorName(err) + " (" +
-                                     cudaGetErrorString(err) + ")");
-  return Status();
-}
-
 }  // namespace
 
 Status launch_ring(DataType dtype, ReduceOp op, const RingArgs& a, int blocks, int threads, cudaStream_t stream) {
   if (blocks < 1 || blocks > kMaxRingSlices)
     return Status(Code::kInternal, "ring kernel with " + std::to_string(blocks) + " blocks (1.." +
                                        std::to_string(kMaxRingSlices) + ")");
-  switch (dtype) {
-    case DataType::kFloat32: return launch_typed<DataType::kFloat32>(op, a, blocks, threads, stream);
-    case DataType::kFloat16: return launch_typed<DataType::kFloat16>(op, a, blocks, threads, stream);
-    case DataType::kBFloat16: return launch_typed<DataType::kBFloat16>(op, a, blocks, threads, stream);
-    case DataType::kFloat64: return launch_typed<DataType::kFloat64>(op, a, blocks, threads, stream);
-    case DataType::kInt32: return launch_typed<DataType::kInt32>(op, a, blocks, threads, stream);
-    case DataType::kInt64: return launch_typed<DataType::kInt64>(op, a, blocks, threads, stream);
-    case DataType::kUInt8: return launch_typed<DataType::kUInt8>(op, a, blocks, threads, stream);
-  }
-  return Status(Code::kUnsupported, "no GPU ring kernel for this data type");
+  const size_t es = dtype_size(dtype);
+  bool vector = true;
+  for (const void* p : {a.in, static_cast<const void*>(a.out), static_cast<const void*>(a.scratch),
+                        static_cast<const void*>(a.right_out), static_cast<const void*>(a.right_scratch)})
+    vector = vector && dev::aligned16(p);
+  for (int b = 0; b <= a.size; ++b) vector = vector && (a.offsets[b] * es) % 16 == 0;
+  return dev::dispatch(dtype, op, [&]<DataType D, ReduceOp O>() {
+    if (vector)
+      ring_kernel<D, O, true><<<blocks, threads, 0, stream>>>(a);
+    else
+      ring_kernel<D, O, false><<<blocks, threads, 0, stream>>>(a);
+    return dev::launch_status("ring");
+  });
 }
 
 }  // namespace zw::internal::gpu
