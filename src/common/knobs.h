@@ -46,6 +46,7 @@ struct Knobs {
   int64_t cuda_threads;         // ZW_CUDA_THREADS: threads per block of a GPU collective kernel
   int64_t cuda_ipc_cache;       // ZW_CUDA_IPC_CACHE: peer allocations kept mapped (LRU) per communicator
   std::string cuda_algo;        // ZW_CUDA_ALGO: auto, direct or ring (node-local device-memory collectives)
+  int64_t cuda_ce_bytes;        // ZW_CUDA_CE_BYTES: all-gathers of this many bytes per rank use copy engines
 };
 
 enum class KnobType { kString, kInt, kBytes, kDouble };

@@ -1,6 +1,7 @@
 // The device-memory engine of gpu_comm.h and run_gpu_collective (collectives/gpu_path.h).
 #include "collectives/gpu/gpu_comm.h"
 
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -187,6 +188,7 @@ Result<std::unique_ptr<GpuComm>> GpuComm::create(CommImpl& impl, int device) {
   if (k.cuda_algo != "auto" && k.cuda_algo != "direct" && k.cuda_algo != "ring")
     return Status(Code::kInvalidArgument, "ZW_CUDA_ALGO=" + k.cuda_algo + " is not one of auto, direct, ring");
   g->ring_ = k.cuda_algo == "ring";
+  g->ce_bytes_ = k.cuda_ce_bytes > 0 ? static_cast<size_t>(k.cuda_ce_bytes) : SIZE_MAX;
   return g;
 }
 
@@ -201,6 +203,37 @@ GpuComm::~GpuComm() {
     }
   }
   if (scratch_ != nullptr) cudaFree(scratch_);
+  for (cudaStream_t side : side_streams_) cudaStreamDestroy(side);
+  for (cudaEvent_t e : joins_) cudaEventDestroy(e);
+  if (fork_ != nullptr) cudaEventDestroy(fork_);
+}
+
+Status GpuComm::enqueue_copy_engine(const DirectArgs& args, DataType dtype, cudaStream_t stream) {
+  if (fork_ == nullptr) ZW_TRY(cuda_status(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "cudaEventCreate"));
+  while (static_cast<int>(side_streams_.size()) < args.ndst) {
+    cudaStream_t side = nullptr;
+    cudaEvent_t join = nullptr;
+    ZW_TRY(cuda_status(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), "cudaStreamCreate"));
+    side_streams_.push_back(side);
+    ZW_TRY(cuda_status(cudaEventCreateWithFlags(&join, cudaEventDisableTiming), "cudaEventCreate"));
+    joins_.push_back(join);
+  }
+  DirectArgs barrier = args;
+  barrier.nsrc = barrier.ndst = 0;
+  barrier.phases = kArrivePhase;
+  ZW_TRY(launch_direct(dtype, ReduceOp::kSum, barrier, 1, 32, stream));
+  ZW_TRY(cuda_status(cudaEventRecord(fork_, stream), "cudaEventRecord"));
+  const size_t bytes = args.count * dtype_size(dtype);
+  for (int d = 0; d < args.ndst; ++d) {
+    cudaStream_t side = side_streams_[d];
+    ZW_TRY(cuda_status(cudaStreamWaitEvent(side, fork_, 0), "cudaStreamWaitEvent"));
+    ZW_TRY(cuda_status(cudaMemcpyAsync(args.dst[d], args.src[0], bytes, cudaMemcpyDeviceToDevice, side),
+                       "copy-engine all-gather copy"));
+    ZW_TRY(cuda_status(cudaEventRecord(joins_[d], side), "cudaEventRecord"));
+    ZW_TRY(cuda_status(cudaStreamWaitEvent(stream, joins_[d], 0), "cudaStreamWaitEvent"));
+  }
+  barrier.phases = kDonePhase;
+  return launch_direct(dtype, ReduceOp::kSum, barrier, 1, 32, stream);
 }
 
 void GpuComm::abort(const Status& reason) {
@@ -435,6 +468,8 @@ Result<Work> GpuComm::run(const OpDesc& desc, const CollectiveOptions& o) {
     ra.timeout_ns = args.timeout_ns;
     build_ring(desc, o, peers, &ra);
     st = launch_ring(desc.dtype, desc.op, ra, ring_blocks, threads_, stream);
+  } else if (desc.kind == OpKind::kAllGather && size_ > 1 && desc.count * es >= ce_bytes_) {
+    st = enqueue_copy_engine(args, desc.dtype, stream);
   } else {
     st = launch_direct(desc.dtype, desc.op, args, blocks_for(args.count * es), threads_, stream);
   }

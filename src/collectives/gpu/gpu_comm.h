@@ -59,6 +59,8 @@ class GpuComm final : public GpuEngine {
   int blocks_for(size_t bytes) const;
   // Grows the reduce-scatter ring's second receive slot to `bytes` (device memory, reused across operations).
   Status ensure_scratch(size_t bytes);
+  // A large all-gather: arrive barrier kernel, one copy-engine copy per destination on forked streams, done barrier.
+  Status enqueue_copy_engine(const DirectArgs& args, DataType dtype, cudaStream_t stream);
   Status fail(Status status);
 
   int rank_;
@@ -70,6 +72,10 @@ class GpuComm final : public GpuEngine {
   bool ring_ = false;                        // ZW_CUDA_ALGO=ring
   void* scratch_ = nullptr;                  // reduce-scatter ring receive slot
   size_t scratch_bytes_ = 0;
+  size_t ce_bytes_ = 0;                      // all-gathers of at least this many bytes per rank use copy engines
+  std::vector<cudaStream_t> side_streams_;   // one per destination of a copy-engine all-gather
+  std::vector<cudaEvent_t> joins_;           // their completions, joined back into the caller's stream
+  cudaEvent_t fork_ = nullptr;               // the arrive barrier's completion, forked to the side streams
   uint64_t seq_ = 0;
   std::shared_ptr<GpuShared> shared_;
   std::shared_ptr<cudaEvent_t> last_event_;  // completion of the previous operation (null before the first)

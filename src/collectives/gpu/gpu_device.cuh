@@ -74,12 +74,15 @@ __device__ inline bool wait_at_least(const WaitCtx& w, const uint64_t* flag, uin
 inline constexpr int kUnroll = ZW_GPU_UNROLL;
 
 // For i in [0, count) handled by threads first, first + stride, ...: dst[d][i] = scale(fold(src[0..nsrc)[i])) for
-// every d. Sources fold left to right with the element type's rounding at every step (= the host kernels). With
+// every d; with premul != 0 every source element is first multiplied by premul (rounded to the element type: NCCL's
+// pre-multiplied sum). Sources fold left to right with the element type's rounding at every step (= the host
+// kernels). With
 // kVector every pointer is 16-byte aligned and the bulk moves in 16-byte vectors (kUnroll in flight per thread and
 // source); the tail after the last whole vector goes element by element.
 template <DataType D, ReduceOp O, bool kVector, int N>
 __device__ __forceinline__ void move_range(const void* const (&src)[N], int nsrc, void* const (&dst)[N], int ndst,
-                                           size_t count, double scale, size_t first, size_t stride) {
+                                           size_t count, double scale, size_t first, size_t stride,
+                                           double premul = 0) {
   using S = typename DevElem<D>::Storage;
   using M = typename DevElem<D>::Math;
   constexpr int kPer = kVector ? 16 / sizeof(S) : 1;
@@ -89,13 +92,19 @@ __device__ __forceinline__ void move_range(const void* const (&src)[N], int nsrc
     S e[kPer];
   };
   const size_t n = kVector ? count / kPer : count;
-  const M factor = static_cast<M>(scale);
+  const M factor = static_cast<M>(scale), pre = static_cast<M>(premul);
+  auto premultiply = [&](Pack& p) {
+    if (premul != 0)
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) p.e[k] = scale_elem<D>(p.e[k], pre);
+  };
   for (size_t i0 = first; i0 < n; i0 += stride * kUnroll) {
     Pack acc[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const size_t i = i0 + u * stride;
       if (i < n) acc[u].v = static_cast<const V*>(src[0])[i];
+      premultiply(acc[u]);
     }
     for (int s = 1; s < nsrc; ++s) {
       Pack x[kUnroll];
@@ -103,6 +112,7 @@ __device__ __forceinline__ void move_range(const void* const (&src)[N], int nsrc
       for (int u = 0; u < kUnroll; ++u) {
         const size_t i = i0 + u * stride;
         if (i < n) x[u].v = static_cast<const V*>(src[s])[i];
+        premultiply(x[u]);
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
@@ -127,8 +137,12 @@ __device__ __forceinline__ void move_range(const void* const (&src)[N], int nsrc
     // The elements after the last whole vector: at most kPer - 1 of them, one per thread.
     if (n * kPer + first < count) {
       const size_t i = n * kPer + first;
-      S acc = static_cast<const S*>(src[0])[i];
-      for (int s = 1; s < nsrc; ++s) acc = reduce_elem<D, O>(acc, static_cast<const S*>(src[s])[i]);
+      auto load = [&](int s) {
+        S x = static_cast<const S*>(src[s])[i];
+        return premul != 0 ? scale_elem<D>(x, pre) : x;
+      };
+      S acc = load(0);
+      for (int s = 1; s < nsrc; ++s) acc = reduce_elem<D, O>(acc, load(s));
       if (scale != 0) acc = scale_elem<D>(acc, factor);
       for (int d = 0; d < ndst; ++d) static_cast<S*>(dst[d])[i] = acc;
     }

@@ -28,16 +28,19 @@ __device__ bool barrier_wait(const DirectArgs& a, bool done_phase) {
 template <DataType D, ReduceOp O>
 __global__ void __launch_bounds__(1024) direct_kernel(const DirectArgs a, bool vector) {
   const int t = threadIdx.x;
-  if (blockIdx.x == 0 && t < a.size && t != a.rank) store_release(&a.peers[t]->arrive[a.rank], a.seq);
-  if (!barrier_wait(a, false)) return;
+  if (a.phases & kArrivePhase) {
+    if (blockIdx.x == 0 && t < a.size && t != a.rank) store_release(&a.peers[t]->arrive[a.rank], a.seq);
+    if (!barrier_wait(a, false)) return;
+  }
   if (a.nsrc > 0) {
     const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
     if (vector)
-      dev::move_range<D, O, true>(a.src, a.nsrc, a.dst, a.ndst, a.count, a.scale, first, stride);
+      dev::move_range<D, O, true>(a.src, a.nsrc, a.dst, a.ndst, a.count, a.scale, first, stride, a.premul);
     else
-      dev::move_range<D, O, false>(a.src, a.nsrc, a.dst, a.ndst, a.count, a.scale, first, stride);
+      dev::move_range<D, O, false>(a.src, a.nsrc, a.dst, a.ndst, a.count, a.scale, first, stride, a.premul);
   }
+  if (!(a.phases & kDonePhase)) return;
   // Publish this block's stores before it counts itself finished.
   __threadfence_system();
   __syncthreads();

@@ -13,7 +13,8 @@
 // Synchronization (transport/cuda_ipc/cuda_ipc_signals.h): block 0 tells each peer "my stream reached op seq"
 // (arrive), every block waits until all peers arrived, moves its share, fences, and the last block to finish
 // tells each peer "I am done with your buffers" and waits for the same from all of them. So the kernel ends on
-// a rank's stream only when its output is complete and no peer still reads its input. Waits poll a mapped host
+// a rank's stream only when its output is complete and no peer still reads its input. (Large all-gathers run the
+// two barriers as separate one-block kernels around copy-engine copies: see GpuComm.) Waits poll a mapped host
 // word for an abort request and give up after timeout_ns, recording the peer in GpuHostStatus.
 // Non-goals: cross-node traffic, ring pipelines (a fully connected node moves every block once, directly).
 #pragma once
@@ -34,7 +35,11 @@ using transport::cuda_ipc::GpuSignals;
 using transport::cuda_ipc::kMaxNodeRanks;
 using transport::cuda_ipc::kMaxRingSlices;
 
+inline constexpr uint32_t kArrivePhase = 1;  // DirectArgs::phases: wait until every peer's stream arrived
+inline constexpr uint32_t kDonePhase = 2;    // DirectArgs::phases: signal done, wait for every peer's done
+
 struct DirectArgs {
+  uint32_t phases = kArrivePhase | kDonePhase;  // barriers to run around the data movement
   int rank = 0;                          // this rank
   int size = 1;                          // ranks in the barrier
   uint64_t seq = 0;                      // operation number (same on every rank)
@@ -45,6 +50,7 @@ struct DirectArgs {
   void* dst[kMaxNodeRanks] = {};         // each `count` elements
   size_t count = 0;                      // elements per range
   double scale = 0;                      // != 0: multiply the result by it (avg = 1/size)
+  double premul = 0;                     // != 0: multiply every source element by it first (pre-multiplied sum)
   GpuSignals* mine = nullptr;            // this rank's signal block
   GpuSignals* peers[kMaxNodeRanks] = {}; // every rank's signal block as mapped here
   GpuHostStatus* status = nullptr;       // mapped host status word (device view)
