@@ -60,6 +60,10 @@ foreach(target ${ZW_INSTALLED_LAYERS})
 endforeach()
 list(REMOVE_DUPLICATES ZW_PC_SYSTEM_LIBS)
 list(APPEND ZW_PC_SYSTEM_LIBS -lhwloc -lpthread -lrt)
+if(ZW_CUDA_ENABLED)
+  # The device-memory path links the CUDA runtime (CUDA::cudart, a target, so not found by the loop above).
+  list(PREPEND ZW_PC_SYSTEM_LIBS -L${CUDAToolkit_LIBRARY_DIR} -Wl,-rpath,${CUDAToolkit_LIBRARY_DIR} -lcudart)
+endif()
 list(JOIN ZW_PC_LIBS " " ZW_PC_LIBS)
 # Relocatable: the prefix is derived from where the .pc file lies, so `cmake --install --prefix DIR` works.
 if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")

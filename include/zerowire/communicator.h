@@ -18,9 +18,11 @@
 //
 // Device memory: when the buffers are MemRef kind kCudaDevice (both of them; one CUDA device per communicator),
 // the operation is enqueued on `stream` and ordered with the caller's work there: the call returns once the kernel
-// is enqueued, and Work::wait / test report its completion (so does the stream). The host waits only for the
-// peers' host threads to issue the same operation (a few microseconds), never for the GPU. All ranks must be on one
-// node; ranks sharing a GPU are allowed (tests). Non-goals here: groups of ops, CUDA graph capture.
+// is enqueued, and Work::wait / test report its completion (so does the stream). On one node (CommConfig::cuda_path
+// "ipc", or "auto" with every rank on one host) the host waits only for the peers' host threads to issue the same
+// operation (a few microseconds), never for the GPU; ranks sharing a GPU are allowed (tests). Across hosts ("staged",
+// or "auto" otherwise) the data travels through pinned host memory over the communicator's transport, in issue order
+// with its host collectives, and the host does not wait at all. Non-goals here: groups of ops, CUDA graph capture.
 #pragma once
 
 #include <chrono>
@@ -64,6 +66,8 @@ struct CommConfig {
   int64_t chunk_bytes = -1;          // ring pipeline chunk; < 0 = ZW_CHUNK_BYTES
   int64_t slots = -1;                // chunks in flight per peer; < 0 = ZW_SLOTS
   int64_t eager_bytes = -1;          // largest eager (no clear-to-send) transfer; 0 disables; < 0 = ZW_EAGER_BYTES
+  std::string cuda_path;             // device memory: "auto", "ipc" or "staged"; empty = ZW_CUDA_PATH
+  int64_t cuda_staging_chunk = -1;   // pipeline chunk of the staged device path; < 0 = ZW_CUDA_STAGING_CHUNK
   std::string name = "default";      // distinguishes several communicators sharing one store
 };
 
@@ -103,6 +107,9 @@ struct CollectiveOptions {
   int root = 0;                       // broadcast and reduce
   std::chrono::milliseconds timeout{0};  // 0 = the communicator's timeout
   void* stream = nullptr;             // cudaStream_t for device buffers (null: the legacy default stream)
+  double premul = 1.0;                // sum only: every rank's input is multiplied by this before the sum (NCCL's
+                                      // ncclRedOpCreatePreMulSum, FSDP2's gradient pre-divide); != 1 needs
+                                      // floating-point device memory on one node (the cuda_ipc path)
 };
 
 Result<Work> all_gather(Communicator& comm, const CollectiveOptions& options);

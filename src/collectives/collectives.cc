@@ -1,7 +1,10 @@
 // The public collectives: argument validation in the caller's thread, algorithm choice, and the task that
-// the communicator's worker runs.
+// the communicator's worker runs (host_task, collectives/host_task.h, also used by the staged GPU path).
+#include <cmath>
+
 #include "collectives/algorithms.h"
 #include "collectives/gpu_path.h"
+#include "collectives/host_task.h"
 #include "collectives/kernels/reduce.h"
 #include "zerowire/communicator.h"
 
@@ -45,6 +48,21 @@ struct Checker {
                   " (use sum and divide, or a floating-point type)");
     return Status();
   }
+  // A pre-multiplied sum (premul != 1): only for sum reductions of floating-point device buffers.
+  Status premul(const CollectiveOptions& o, bool reduces) const {
+    if (o.premul == 1.0) return Status();
+    if (!reduces) return fail("premul is only meaningful for reductions (leave it 1)");
+    if (o.op != ReduceOp::kSum) return fail(std::string("premul needs the sum reduction, not ") + reduce_op_name(o.op));
+    if (!std::isfinite(o.premul)) return fail("premul must be finite");
+    const bool floating = o.dtype == DataType::kFloat32 || o.dtype == DataType::kFloat16 ||
+                          o.dtype == DataType::kBFloat16 || o.dtype == DataType::kFloat64;
+    if (!floating) return fail(std::string("premul is not defined for ") + dtype_name(o.dtype));
+    if (o.input.kind != MemKind::kCudaDevice)
+      return Status(Code::kUnsupported, std::string(op) + " on rank " + std::to_string(rank) +
+                                            ": pre-multiplied sums run on device memory only (host buffers: scale "
+                                            "the input first, or use avg)");
+    return Status();
+  }
   // Input and output may be the same bytes (in-place, `in_place`) or disjoint, nothing else.
   Status overlap(const MemRef& in, size_t in_bytes, const MemRef& out, size_t out_bytes, bool in_place,
                  const char* rule) const {
@@ -68,42 +86,24 @@ Result<BufRef> registered(OpContext& ctx, const MemRef& mem, size_t bytes) {
   return BufRef{reg, reg.offset_of(mem.ptr)};
 }
 
-}  // namespace
+// The worker-side tasks, one per operation (host_task below picks one). Each captures what it needs by value.
+using Task = internal::CommImpl::Task;
 
-Result<Work> all_gather(Communicator& comm, const CollectiveOptions& o) {
-  const int n = comm.size(), r = comm.rank();
+Task all_gather_task(const OpDesc& desc, const CollectiveOptions& o, int r, int n) {
   const size_t block = o.count * dtype_size(o.dtype), total = block * n;
-  const Checker check{"all_gather", r};
-  ZW_TRY(check.types(o.dtype, o.op, false));
-  ZW_TRY(check.buffer("input", o.input, block));
-  ZW_TRY(check.buffer("output", o.output, total));
   const bool in_place = o.input.ptr == o.output.data() + r * block;
-  ZW_TRY(check.overlap(o.input, block, o.output, total, in_place, "in-place means input == output + rank*count"));
-  OpDesc desc{OpKind::kAllGather, comm.impl().choose_algo(total), o.dtype, ReduceOp::kSum, 0, o.count};
-  ZW_TRY(check.same_kind(o.input, true, o.output, true));
-  if (uses_device(o)) return internal::run_gpu_collective(comm, desc, o);
-  return comm.impl().enqueue(desc, o.timeout, [=](OpContext& ctx) -> Status {
+  return [=](OpContext& ctx) -> Status {
     if (total == 0) return Status();
     ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, total));
     if (!in_place) kernels::copy(out.at(r * block), o.input.ptr, block);
     const BlockLayout layout = BlockLayout::equal(n, block);
     return desc.algo == Algo::kRing ? ring_all_gather(ctx, out, layout) : tree_all_gather(ctx, out, layout);
-  });
+  };
 }
 
-Result<Work> reduce_scatter(Communicator& comm, const CollectiveOptions& o) {
-  const int n = comm.size(), r = comm.rank();
+Task reduce_scatter_task(const OpDesc& desc, const CollectiveOptions& o, int n) {
   const size_t block = o.count * dtype_size(o.dtype), total = block * n;
-  const Checker check{"reduce_scatter", r};
-  ZW_TRY(check.types(o.dtype, o.op, true));
-  ZW_TRY(check.buffer("input", o.input, total));
-  ZW_TRY(check.buffer("output", o.output, block));
-  const bool in_place = o.output.ptr == o.input.data() + r * block;
-  ZW_TRY(check.overlap(o.input, total, o.output, block, in_place, "in-place means output == input + rank*count"));
-  OpDesc desc{OpKind::kReduceScatter, comm.impl().choose_algo(total), o.dtype, o.op, 0, o.count};
-  ZW_TRY(check.same_kind(o.input, true, o.output, true));
-  if (uses_device(o)) return internal::run_gpu_collective(comm, desc, o);
-  return comm.impl().enqueue(desc, o.timeout, [=](OpContext& ctx) -> Status {
+  return [=](OpContext& ctx) -> Status {
     if (total == 0) return Status();
     ZW_ASSIGN_OR_RETURN(BufRef in, registered(ctx, o.input, total));
     ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, block));
@@ -113,21 +113,12 @@ Result<Work> reduce_scatter(Communicator& comm, const CollectiveOptions& o) {
                                     : tree_reduce_scatter(ctx, in, out, layout, o.dtype, op));
     finish_avg(o.op, o.dtype, out.at(0), o.count, n);
     return Status();
-  });
+  };
 }
 
-Result<Work> all_reduce(Communicator& comm, const CollectiveOptions& o) {
-  const int n = comm.size(), r = comm.rank();
+Task all_reduce_task(const OpDesc& desc, const CollectiveOptions& o, int r, int n) {
   const size_t elem = dtype_size(o.dtype), total = o.count * elem;
-  const Checker check{"all_reduce", r};
-  ZW_TRY(check.types(o.dtype, o.op, true));
-  ZW_TRY(check.buffer("input", o.input, total));
-  ZW_TRY(check.buffer("output", o.output, total));
-  ZW_TRY(check.overlap(o.input, total, o.output, total, o.input.ptr == o.output.ptr, "in-place means input == output"));
-  OpDesc desc{OpKind::kAllReduce, comm.impl().choose_algo(total), o.dtype, o.op, 0, o.count};
-  ZW_TRY(check.same_kind(o.input, true, o.output, true));
-  if (uses_device(o)) return internal::run_gpu_collective(comm, desc, o);
-  return comm.impl().enqueue(desc, o.timeout, [=](OpContext& ctx) -> Status {
+  return [=](OpContext& ctx) -> Status {
     if (total == 0) return Status();
     ZW_ASSIGN_OR_RETURN(BufRef in, registered(ctx, o.input, total));
     ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, total));
@@ -139,7 +130,112 @@ Result<Work> all_reduce(Communicator& comm, const CollectiveOptions& o) {
                 : tree_reduce_scatter(ctx, in, mine, layout, o.dtype, op));
     finish_avg(o.op, o.dtype, mine.at(0), layout.bytes(r) / elem, n);
     return ring ? ring_all_gather(ctx, out, layout) : tree_all_gather(ctx, out, layout);
-  });
+  };
+}
+
+Task broadcast_task(const OpDesc& desc, const CollectiveOptions& o, int r) {
+  const size_t total = o.count * dtype_size(o.dtype);
+  const bool is_root = o.root == r;
+  return [=](OpContext& ctx) -> Status {
+    if (total == 0) return Status();
+    ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, total));
+    BufRef src = out;
+    if (is_root && o.input.ptr != o.output.ptr) {
+      ZW_ASSIGN_OR_RETURN(src, registered(ctx, o.input, total));
+      kernels::copy(out.at(0), src.at(0), total);
+    }
+    return broadcast_pipelined(ctx, desc.algo, o.root, src, out, total);
+  };
+}
+
+Task reduce_task(const OpDesc& desc, const CollectiveOptions& o, int r, int n) {
+  const size_t total = o.count * dtype_size(o.dtype);
+  const bool is_root = o.root == r;
+  return [=](OpContext& ctx) -> Status {
+    if (total == 0) return Status();
+    ZW_ASSIGN_OR_RETURN(BufRef in, registered(ctx, o.input, total));
+    BufRef out = in;
+    if (is_root) {
+      ZW_ASSIGN_OR_RETURN(out, registered(ctx, o.output, total));
+    }
+    ZW_TRY(reduce_pipelined(ctx, desc.algo, o.root, in, out, o.count, o.dtype, algo_op(o.op)));
+    if (is_root) finish_avg(o.op, o.dtype, out.at(0), o.count, n);
+    return Status();
+  };
+}
+
+Task barrier_task(int n) {
+  return [=](OpContext& ctx) -> Status {
+    // An all-gather of one byte per rank: no rank leaves before every rank arrived.
+    ZW_ASSIGN_OR_RETURN(internal::RegBuf scratch, ctx.arena.get(static_cast<size_t>(n)));
+    return tree_all_gather(ctx, BufRef{scratch, 0}, BlockLayout::equal(n, 1));
+  };
+}
+
+}  // namespace
+
+namespace internal {
+
+CommImpl::Task host_task(const CommImpl& comm, const OpDesc& desc, const CollectiveOptions& o) {
+  const int r = comm.rank(), n = comm.size();
+  switch (desc.kind) {
+    case OpKind::kAllGather: return all_gather_task(desc, o, r, n);
+    case OpKind::kReduceScatter: return reduce_scatter_task(desc, o, n);
+    case OpKind::kAllReduce: return all_reduce_task(desc, o, r, n);
+    case OpKind::kBroadcast: return broadcast_task(desc, o, r);
+    case OpKind::kReduce: return reduce_task(desc, o, r, n);
+    case OpKind::kBarrier: break;
+  }
+  return barrier_task(n);
+}
+
+}  // namespace internal
+
+Result<Work> all_gather(Communicator& comm, const CollectiveOptions& o) {
+  const int n = comm.size(), r = comm.rank();
+  const size_t block = o.count * dtype_size(o.dtype), total = block * n;
+  const Checker check{"all_gather", r};
+  ZW_TRY(check.types(o.dtype, o.op, false));
+  ZW_TRY(check.premul(o, false));
+  ZW_TRY(check.buffer("input", o.input, block));
+  ZW_TRY(check.buffer("output", o.output, total));
+  const bool in_place = o.input.ptr == o.output.data() + r * block;
+  ZW_TRY(check.overlap(o.input, block, o.output, total, in_place, "in-place means input == output + rank*count"));
+  OpDesc desc{OpKind::kAllGather, comm.impl().choose_algo(total), o.dtype, ReduceOp::kSum, 0, o.count};
+  ZW_TRY(check.same_kind(o.input, true, o.output, true));
+  if (uses_device(o)) return internal::run_gpu_collective(comm, desc, o);
+  return comm.impl().enqueue(desc, o.timeout, internal::host_task(comm.impl(), desc, o));
+}
+
+Result<Work> reduce_scatter(Communicator& comm, const CollectiveOptions& o) {
+  const int n = comm.size(), r = comm.rank();
+  const size_t block = o.count * dtype_size(o.dtype), total = block * n;
+  const Checker check{"reduce_scatter", r};
+  ZW_TRY(check.types(o.dtype, o.op, true));
+  ZW_TRY(check.premul(o, true));
+  ZW_TRY(check.buffer("input", o.input, total));
+  ZW_TRY(check.buffer("output", o.output, block));
+  const bool in_place = o.output.ptr == o.input.data() + r * block;
+  ZW_TRY(check.overlap(o.input, total, o.output, block, in_place, "in-place means output == input + rank*count"));
+  OpDesc desc{OpKind::kReduceScatter, comm.impl().choose_algo(total), o.dtype, o.op, 0, o.count};
+  ZW_TRY(check.same_kind(o.input, true, o.output, true));
+  if (uses_device(o)) return internal::run_gpu_collective(comm, desc, o);
+  return comm.impl().enqueue(desc, o.timeout, internal::host_task(comm.impl(), desc, o));
+}
+
+Result<Work> all_reduce(Communicator& comm, const CollectiveOptions& o) {
+  const int r = comm.rank();
+  const size_t elem = dtype_size(o.dtype), total = o.count * elem;
+  const Checker check{"all_reduce", r};
+  ZW_TRY(check.types(o.dtype, o.op, true));
+  ZW_TRY(check.premul(o, true));
+  ZW_TRY(check.buffer("input", o.input, total));
+  ZW_TRY(check.buffer("output", o.output, total));
+  ZW_TRY(check.overlap(o.input, total, o.output, total, o.input.ptr == o.output.ptr, "in-place means input == output"));
+  OpDesc desc{OpKind::kAllReduce, comm.impl().choose_algo(total), o.dtype, o.op, 0, o.count};
+  ZW_TRY(check.same_kind(o.input, true, o.output, true));
+  if (uses_device(o)) return internal::run_gpu_collective(comm, desc, o);
+  return comm.impl().enqueue(desc, o.timeout, internal::host_task(comm.impl(), desc, o));
 }
 
 Result<Work> broadcast(Communicator& comm, const CollectiveOptions& o) {
@@ -147,6 +243,7 @@ Result<Work> broadcast(Communicator& comm, const CollectiveOptions& o) {
   const size_t total = o.count * dtype_size(o.dtype);
   const Checker check{"broadcast", r};
   ZW_TRY(check.types(o.dtype, o.op, false));
+  ZW_TRY(check.premul(o, false));
   if (o.root < 0 || o.root >= n)
     return check.fail("root " + std::to_string(o.root) + " is outside 0.." + std::to_string(n - 1));
   const bool is_root = o.root == r;
@@ -158,16 +255,7 @@ Result<Work> broadcast(Communicator& comm, const CollectiveOptions& o) {
               static_cast<uint32_t>(o.root), o.count};
   ZW_TRY(check.same_kind(o.input, is_root, o.output, true));
   if (uses_device(o)) return internal::run_gpu_collective(comm, desc, o);
-  return comm.impl().enqueue(desc, o.timeout, [=](OpContext& ctx) -> Status {
-    if (total == 0) return Status();
-    ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, total));
-    BufRef src = out;
-    if (is_root && o.input.ptr != o.output.ptr) {
-      ZW_ASSIGN_OR_RETURN(src, registered(ctx, o.input, total));
-      kernels::copy(out.at(0), src.at(0), total);
-    }
-    return broadcast_pipelined(ctx, desc.algo, o.root, src, out, total);
-  });
+  return comm.impl().enqueue(desc, o.timeout, internal::host_task(comm.impl(), desc, o));
 }
 
 Result<Work> reduce(Communicator& comm, const CollectiveOptions& o) {
@@ -175,6 +263,7 @@ Result<Work> reduce(Communicator& comm, const CollectiveOptions& o) {
   const size_t total = o.count * dtype_size(o.dtype);
   const Checker check{"reduce", r};
   ZW_TRY(check.types(o.dtype, o.op, true));
+  ZW_TRY(check.premul(o, true));
   if (o.root < 0 || o.root >= n)
     return check.fail("root " + std::to_string(o.root) + " is outside 0.." + std::to_string(n - 1));
   const bool is_root = o.root == r;
@@ -186,27 +275,12 @@ Result<Work> reduce(Communicator& comm, const CollectiveOptions& o) {
   OpDesc desc{OpKind::kReduce, comm.impl().choose_algo(total), o.dtype, o.op, static_cast<uint32_t>(o.root), o.count};
   ZW_TRY(check.same_kind(o.input, true, o.output, is_root));
   if (uses_device(o)) return internal::run_gpu_collective(comm, desc, o);
-  return comm.impl().enqueue(desc, o.timeout, [=](OpContext& ctx) -> Status {
-    if (total == 0) return Status();
-    ZW_ASSIGN_OR_RETURN(BufRef in, registered(ctx, o.input, total));
-    BufRef out = in;
-    if (is_root) {
-      ZW_ASSIGN_OR_RETURN(out, registered(ctx, o.output, total));
-    }
-    ZW_TRY(reduce_pipelined(ctx, desc.algo, o.root, in, out, o.count, o.dtype, algo_op(o.op)));
-    if (is_root) finish_avg(o.op, o.dtype, out.at(0), o.count, n);
-    return Status();
-  });
+  return comm.impl().enqueue(desc, o.timeout, internal::host_task(comm.impl(), desc, o));
 }
 
 Result<Work> barrier(Communicator& comm) {
   OpDesc desc{OpKind::kBarrier, Algo::kTree, DataType::kUInt8, ReduceOp::kSum, 0, 0};
-  const int n = comm.size();
-  return comm.impl().enqueue(desc, std::chrono::milliseconds(0), [=](OpContext& ctx) -> Status {
-    // An all-gather of one byte per rank: no rank leaves before every rank arrived.
-    ZW_ASSIGN_OR_RETURN(internal::RegBuf scratch, ctx.arena.get(static_cast<size_t>(n)));
-    return tree_all_gather(ctx, BufRef{scratch, 0}, BlockLayout::equal(n, 1));
-  });
+  return comm.impl().enqueue(desc, std::chrono::milliseconds(0), internal::host_task(comm.impl(), desc, {}));
 }
 
 }  // namespace zw

@@ -109,6 +109,15 @@ Result<CommSettings> resolve_settings(const CommConfig& config) {
   s.slots = static_cast<int>(config.slots >= 0 ? config.slots : k.slots);
   s.name = config.name;
   s.store_address = k.store_addr;
+  s.cuda_path = config.cuda_path.empty() ? k.cuda_path : config.cuda_path;
+  s.cuda_staging_chunk =
+      static_cast<size_t>(config.cuda_staging_chunk >= 0 ? config.cuda_staging_chunk : k.cuda_staging_chunk);
+  if (s.cuda_path != "auto" && s.cuda_path != "ipc" && s.cuda_path != "staged")
+    return Status(Code::kInvalidArgument,
+                  "unknown device-memory path '" + s.cuda_path + "' (ZW_CUDA_PATH): use auto, ipc or staged");
+  if (s.cuda_staging_chunk < 4096)
+    return Status(Code::kInvalidArgument, "staging chunk " + std::to_string(s.cuda_staging_chunk) +
+                                              " bytes (ZW_CUDA_STAGING_CHUNK) is below the minimum of 4K");
   if (s.algo != "auto" && s.algo != "ring" && s.algo != "tree")
     return Status(Code::kInvalidArgument, "unknown algorithm '" + s.algo + "' (ZW_ALGO): use auto, ring or tree");
   if (s.chunk_bytes < 4096)

@@ -36,6 +36,8 @@ struct CommSettings {
   EagerConfig eager;           // eager transfers (bytes 0: off)
   std::string name;            // communicator name (store namespace)
   std::string store_address;   // for the tcp backend's interface choice
+  std::string cuda_path;       // device-memory path: auto, ipc or staged
+  size_t cuda_staging_chunk;   // pipeline chunk of the staged device path, bytes
 };
 Result<CommSettings> resolve_settings(const CommConfig& config);
 
@@ -72,6 +74,8 @@ class CommImpl {
   const CommSettings& settings() const { return settings_; }
   const char* transport_name() const { return transport_->name(); }
   std::string describe(int rank) const { return rendezvous_->describe(rank); }
+  // The host name `rank` published at set-up (this rank's own for rank()).
+  const std::string& host_of(int rank) const { return peers_[rank].host; }
 
   // Picks the algorithm for an operation moving `bytes` in total (the same on every rank).
   Algo choose_algo(size_t bytes) const;

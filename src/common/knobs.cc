@@ -54,6 +54,8 @@ const Row kKnobTable[] = {
   {{"ZW_CUDA_BLOCKS", KnobType::kInt, "0", "thread blocks per GPU collective kernel; 0 = chosen by size (at most the SMs / ranks sharing the GPU)", false}, &Knobs::cuda_blocks},
   {{"ZW_CUDA_THREADS", KnobType::kInt, "512", "threads per block of the GPU collective kernels (64..1024, a multiple of 32)", false}, &Knobs::cuda_threads},
   {{"ZW_CUDA_IPC_CACHE", KnobType::kInt, "256", "peer device allocations kept mapped per communicator (least recently used closed first)", false}, &Knobs::cuda_ipc_cache},
+  {{"ZW_CUDA_PATH", KnobType::kString, "auto", "how collectives on CUDA device memory travel: ipc (one node: direct kernels over CUDA IPC), staged (pinned host copies in pipelined chunks through the host transport; works across hosts), auto (ipc when every rank is on one host, else staged)", false}, &Knobs::cuda_path},
+  {{"ZW_CUDA_STAGING_CHUNK", KnobType::kBytes, "4M", "pipeline chunk of the staged device-memory path (min 4K): all_reduce/broadcast/reduce split the buffer into pieces of this size, all_gather/reduce_scatter each rank's block", false}, &Knobs::cuda_staging_chunk},
   {{"ZW_CUDA_ALGO", KnobType::kString, "auto", "device-memory collectives on one node: direct (every GPU reads/writes every peer), ring (neighbours only), auto (direct: every pair of GPUs must be peer-accessible for CUDA IPC anyway, and direct measured faster)", false}, &Knobs::cuda_algo},
   {{"ZW_CUDA_CE_BYTES", KnobType::kBytes, "0", "node-local all-gathers moving at least this many bytes per rank push with the copy engines (cudaMemcpyAsync to the peers) instead of SM loads/stores; 0 = never (the default: on 2xH200 copy engines between processes measured 267 GB/s at 1 GiB, SM stores 361)", false}, &Knobs::cuda_ce_bytes},
 };

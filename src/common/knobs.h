@@ -45,6 +45,8 @@ struct Knobs {
   int64_t cuda_blocks;          // ZW_CUDA_BLOCKS: thread blocks of a GPU collective kernel (0: by size)
   int64_t cuda_threads;         // ZW_CUDA_THREADS: threads per block of a GPU collective kernel
   int64_t cuda_ipc_cache;       // ZW_CUDA_IPC_CACHE: peer allocations kept mapped (LRU) per communicator
+  std::string cuda_path;        // ZW_CUDA_PATH: auto, ipc or staged (device memory across hosts)
+  int64_t cuda_staging_chunk;   // ZW_CUDA_STAGING_CHUNK: pipeline chunk of the staged device-memory path, bytes
   std::string cuda_algo;        // ZW_CUDA_ALGO: auto, direct or ring (node-local device-memory collectives)
   int64_t cuda_ce_bytes;        // ZW_CUDA_CE_BYTES: all-gathers of this many bytes per rank use copy engines
 };

@@ -41,6 +41,11 @@ TEST_P(ErrorsTest, InvalidArgumentsFailBeforeCommunicating) {
                      "overlap"});
     cases.push_back({"rs overlap", reduce_scatter(comm, {host(b), MemRef::host(b.data() + 1, 32), 8, DataType::kFloat32}),
                      "overlap"});
+    CollectiveOptions premul{host(a), host(b), 4, DataType::kFloat32};
+    premul.premul = 0.5;
+    cases.push_back({"premul host", all_reduce(comm, premul), "device memory only"});
+    premul.op = ReduceOp::kMax;
+    cases.push_back({"premul max", all_reduce(comm, premul), "needs the sum"});
     MemRef device{b.data(), 256, MemKind::kCudaDevice, 0};
     cases.push_back({"device", all_reduce(comm, {device, device, 4, DataType::kFloat32}), "cuda"});
     for (auto& c : cases) {

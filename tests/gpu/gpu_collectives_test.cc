@@ -62,6 +62,7 @@ struct Case {
   size_t count;
   bool in_place;
   int root;
+  double premul = 1.0;  // != 1: a pre-multiplied sum (always the direct kernel)
 };
 
 // Per-rank device buffers, allocated once at the largest size.
@@ -99,14 +100,20 @@ void part_of(int r, int n, size_t count, size_t elem, size_t* lo, size_t* hi) {
 // The expected output of rank r.
 std::vector<std::byte> expected(const Case& c, int n, int r, const std::vector<std::vector<std::byte>>& inputs) {
   const size_t es = dtype_size(c.dt), block = c.count * es;
-  const bool ring = ring_mode() && n > 1 && !c.in_place;
-  // Folds inputs over [offset, offset + bytes) in rank order, or in ring order for block `ring_block`.
+  const bool ring = ring_mode() && n > 1 && !c.in_place && c.premul == 1.0;
+  // Folds inputs over [offset, offset + bytes) in rank order, or in ring order for block `ring_block`; a
+  // pre-multiplied sum scales every input (rounded to the element type) before it is added.
+  auto input = [&](int p, size_t offset, size_t bytes) {
+    std::vector<std::byte> x(inputs[p].begin() + offset, inputs[p].begin() + offset + bytes);
+    if (c.premul != 1.0) kernels::scale(c.dt, x.data(), x.data(), bytes / es, c.premul);
+    return x;
+  };
   auto fold = [&](size_t offset, size_t bytes, int ring_block) {
     const int first = ring_block < 0 ? 0 : (ring_block + 1) % n;
-    std::vector<std::byte> acc(inputs[first].begin() + offset, inputs[first].begin() + offset + bytes);
+    std::vector<std::byte> acc = input(first, offset, bytes);
     const ReduceOp op = c.op == ReduceOp::kAvg ? ReduceOp::kSum : c.op;
     for (int k = 1; k < n; ++k)
-      kernels::reduce(c.dt, op, acc.data(), acc.data(), inputs[(first + k) % n].data() + offset, bytes / es);
+      kernels::reduce(c.dt, op, acc.data(), acc.data(), input((first + k) % n, offset, bytes).data(), bytes / es);
     if (c.op == ReduceOp::kAvg) kernels::scale(c.dt, acc.data(), acc.data(), bytes / es, 1.0 / n);
     return acc;
   };
@@ -159,6 +166,7 @@ std::string run_case(Communicator& comm, RankBuffers& b, const Case& c, const st
   o.op = c.op;
   o.root = c.root;
   o.stream = b.stream;
+  o.premul = c.premul;
   Result<Work> w = c.kind == Kind::kAllGather       ? all_gather(comm, o)
                    : c.kind == Kind::kReduceScatter ? reduce_scatter(comm, o)
                    : c.kind == Kind::kAllReduce     ? all_reduce(comm, o)
@@ -208,6 +216,11 @@ std::vector<Case> all_cases(int n) {
     cases.push_back({Kind::kAllReduce, dt, ReduceOp::kMax, big + 5, false, 0});
   }
   cases.push_back({Kind::kAllGather, DataType::kUInt8, ReduceOp::kSum, size_t{8} << 20, true, 0});
+  // Pre-multiplied sums (FSDP2's 1/world gradient divide, and a factor that rounds).
+  for (DataType dt : {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16, DataType::kFloat64})
+    for (double premul : {1.0 / n, 0.3})
+      for (Kind k : {Kind::kReduceScatter, Kind::kAllReduce, Kind::kReduce})
+        cases.push_back({k, dt, ReduceOp::kSum, 4099, false, 0, premul});
   return cases;
 }
 
@@ -249,7 +262,8 @@ TEST_P(GpuCollectivesTest, EveryOpDtypeAndCountMatchesTheHostReference) {
         std::string err = run_case(*comm.value(), b, c, inputs);
         if (!err.empty())
           failures[r] = std::string(kind_name(c.kind)) + " " + dtype_name(c.dt) + " " + reduce_op_name(c.op) +
-                        " count " + std::to_string(c.count) + (c.in_place ? " in-place" : "") + ": " + err;
+                        " count " + std::to_string(c.count) + (c.in_place ? " in-place" : "") +
+                        (c.premul != 1.0 ? " premul " + std::to_string(c.premul) : "") + ": " + err;
       }
       comm.value().reset();
       cudaFree(b.staging);

@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "collectives/gpu/gpu_staged.h"
 #include "collectives/gpu_path.h"
 #include "collectives/work.h"
 #include "common/knobs.h"
@@ -28,6 +29,7 @@ struct OpRecord {
   uint32_t root;
   uint64_t count;
   uint32_t ring_blocks;           // slices of the ring kernel (must match)
+  double premul;                  // pre-multiplied sum factor (1: plain)
   IpcBuffer in, out, scratch;
 };
 static_assert(sizeof(OpRecord) <= Mailbox::kSlotBytes, "an operation descriptor must fit a mailbox slot");
@@ -36,7 +38,7 @@ std::string describe_op(const OpRecord& r) {
   return std::string(op_kind_name(static_cast<OpKind>(r.kind))) + "(count=" + std::to_string(r.count) + ", " +
          dtype_name(static_cast<DataType>(r.dtype)) + ", " + reduce_op_name(static_cast<ReduceOp>(r.op)) + ", root " +
          std::to_string(r.root) + ", " + (r.ring ? "ring/" + std::to_string(r.ring_blocks) : std::string("direct")) +
-         ")";
+         (r.premul != 1.0 ? ", premul " + std::to_string(r.premul) : std::string()) + ")";
 }
 
 // The calling thread's current device, switched for the scope (launches need the stream's device current).
@@ -255,7 +257,7 @@ int GpuComm::blocks_for(size_t bytes) const {
 }
 
 bool GpuComm::use_ring(const OpDesc& desc, const CollectiveOptions& o) const {
-  if (!ring_ || size_ < 2) return false;
+  if (!ring_ || size_ < 2 || o.premul != 1.0) return false;  // pre-multiplied sums: direct only
   const size_t block = desc.count * dtype_size(desc.dtype);
   switch (desc.kind) {
     case OpKind::kAllGather: return true;
@@ -290,6 +292,7 @@ Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptio
   mine.count = desc.count;
   ZW_ASSIGN_OR_RETURN(mine.in, ipc.exporter().describe(o.input.bytes > 0 ? o.input.ptr : nullptr));
   ZW_ASSIGN_OR_RETURN(mine.out, ipc.exporter().describe(o.output.bytes > 0 ? o.output.ptr : nullptr));
+  mine.premul = o.premul;
   mine.ring = ring ? 1 : 0;
   mine.ring_blocks = ring ? static_cast<uint32_t>(ring_blocks) : 0;
   if (ring && desc.kind == OpKind::kReduceScatter) {
@@ -311,7 +314,7 @@ Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptio
     OpRecord& r = peers->records[p];
     std::memcpy(&r, got.data(), std::min(got.size(), sizeof r));
     if (r.kind != mine.kind || r.dtype != mine.dtype || r.op != mine.op || r.root != mine.root ||
-        r.count != mine.count || r.ring != mine.ring || r.ring_blocks != mine.ring_blocks)
+        r.count != mine.count || r.ring != mine.ring || r.ring_blocks != mine.ring_blocks || r.premul != mine.premul)
       return Status(Code::kDesync, "GPU collective " + std::to_string(seq) + ": rank " + std::to_string(rank_) +
                                        " issued " + describe_op(mine) + " but " + ipc.describe(p) + " issued " +
                                        describe_op(r));
@@ -358,6 +361,7 @@ Status GpuComm::build(const OpDesc& desc, const CollectiveOptions& o, const Peer
   const size_t es = dtype_size(desc.dtype), n = static_cast<size_t>(size_), r = static_cast<size_t>(rank_);
   const bool avg = desc.op == ReduceOp::kAvg;
   a->count = desc.count;
+  if (o.premul != 1.0) a->premul = o.premul;
   switch (desc.kind) {
     case OpKind::kAllGather:
       a->src[a->nsrc++] = o.input.ptr;
@@ -504,15 +508,21 @@ Result<Work> run_gpu_collective(Communicator& comm, const OpDesc& desc, const Co
   }
   CommImpl& impl = comm.impl();
   ZW_ASSIGN_OR_RETURN(GpuEngine * engine, impl.gpu_engine([&]() -> Result<std::unique_ptr<GpuEngine>> {
+    if (gpu::wants_staged_path(impl)) return gpu::StagedGpu::create(impl, dev.value());  // across hosts, or forced
     ZW_ASSIGN_OR_RETURN(std::unique_ptr<gpu::GpuComm> g, gpu::GpuComm::create(impl, dev.value()));
     return std::unique_ptr<GpuEngine>(std::move(g));
   }));
-  auto* g = static_cast<gpu::GpuComm*>(engine);
-  if (g->device() != dev.value())
+  auto* staged = dynamic_cast<gpu::StagedGpu*>(engine);
+  auto* g = staged != nullptr ? nullptr : static_cast<gpu::GpuComm*>(engine);
+  const int engine_device = staged != nullptr ? staged->device() : g->device();
+  if (engine_device != dev.value())
     return Status(Code::kInvalidArgument, where + ": this communicator runs its device-memory collectives on GPU " +
-                                              std::to_string(g->device()) + " but these buffers are on GPU " +
+                                              std::to_string(engine_device) + " but these buffers are on GPU " +
                                               std::to_string(dev.value()) + " (use one communicator per GPU)");
-  return g->run(desc, o);
+  if (staged != nullptr && o.premul != 1.0)
+    return Status(Code::kUnsupported, where + ": pre-multiplied sums are not implemented on the staged (cross-host) "
+                                              "device path");
+  return staged != nullptr ? staged->run(desc, o) : g->run(desc, o);
 }
 
 }  // namespace zw::internal
