@@ -31,7 +31,7 @@ echo "== configure and build ($BUILD)"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$LOG/configure.log" 2>&1 || {
   tail -40 "$LOG/configure.log"; exit 1; }
 grep 'zerowire:' "$LOG/configure.log"
-targets=(zw_cuda_kernels_test zw_gpu_collectives_test zw_cuda_reduce_bench zw_nccl_perf zw_gpu_coll_perf zwrun)
+targets=(zw_cuda_kernels_test zw_gpu_collectives_test zw_gpu_staged_test zw_cuda_reduce_bench zw_nccl_perf zw_gpu_coll_perf zwrun)
 [ "${ZW_GPU_FULL_BUILD:-0}" = 1 ] && targets=(all)
 cmake --build "$BUILD" --target "${targets[@]}" >"$LOG/build.log" 2>&1 || { grep -B2 -A20 -m3 'error' "$LOG/build.log"; exit 1; }
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)

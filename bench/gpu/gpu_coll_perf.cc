@@ -149,11 +149,15 @@ bool enqueue(Ctx& c, int backend, const Shape& s) {
 long validate(Ctx& c, int backend, const Shape& s) {
   std::vector<uint8_t> host;
   fill_host(c.dt, &host, c.kind == Kind::kReduceScatter ? s.count * c.n : s.count, c.rank, 0);
-  if (!cuda_ok(cudaMemcpy(c.in, host.data(), host.size(), cudaMemcpyHostToDevice), "upload")) return -1;
-  if (!cuda_ok(cudaMemset(c.out, 0xA5, s.out_bytes), "poison")) return -1;
+  // On the benchmark's (non-blocking) stream: a copy or memset on the legacy stream is not ordered with it, and
+  // could land after a peer already wrote into this rank's output.
+  if (!cuda_ok(cudaMemcpyAsync(c.in, host.data(), host.size(), cudaMemcpyHostToDevice, c.stream), "upload")) return -1;
+  if (!cuda_ok(cudaMemsetAsync(c.out, 0xA5, s.out_bytes, c.stream), "poison")) return -1;
   if (!enqueue(c, backend, s) || !cuda_ok(cudaStreamSynchronize(c.stream), "sync")) return -1;
   std::vector<uint8_t> got(s.out_bytes);
-  cudaMemcpy(got.data(), c.out, got.size(), cudaMemcpyDeviceToHost);
+  if (!cuda_ok(cudaMemcpyAsync(got.data(), c.out, got.size(), cudaMemcpyDeviceToHost, c.stream), "download") ||
+      !cuda_ok(cudaStreamSynchronize(c.stream), "sync"))
+    return -1;
   const size_t es = dtype_size(c.dt), elems = s.out_bytes / es;
   long wrong = 0;
   for (size_t i = 0; i < elems; ++i) {
@@ -268,7 +272,11 @@ int run(const Flags& f) {
     std::vector<double> us[2], host[2];
     for (int b : backends) {
       wrong[b] = f.check ? validate(c, b, s) : 0;
-      if (wrong[b] != 0) status = 1;
+      if (wrong[b] != 0) {
+        status = 1;
+        std::fprintf(stderr, "rank %d: %s size %zu: %ld wrong elements\n", c.rank, b == 0 ? "zerowire" : "NCCL", s.size,
+                     wrong[b]);
+      }
       time_us(c, b, s, f.warmup);
     }
     for (int rep = 0; rep < f.reps; ++rep)
