@@ -3,7 +3,9 @@
 #   1. collectives: 4 local ranks over shared memory, all-gather and reduce-scatter from 1 KiB to 64 MiB
 #      (nccl-tests columns), launched with zwrun;
 #   2. training: the reference GPT-2 (4 layers, d_model 128) on the embedded generated corpus — no download —
-#      then the loss curve as a PNG and a sample of generated text.
+#      with ZeRO-3 across 4 local ranks (zwrun; parameters, gradients and Adam state sharded, fp16 with dynamic
+#      loss scaling, CPU-offloaded optimizer: tools/zw_train/ds_zero3_demo.json), then the loss curve as a PNG
+#      and a sample of generated text from the sharded checkpoint.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -18,9 +20,10 @@ done
 
 out=build/demo-train
 rm -rf "$out"
-echo "== zw_train: GPT-2 4L d128 on the embedded corpus (400 steps)"
-build/tools/zw_train/zw_train --steps 400 --log-every 25 --eval-every 50 --out-dir "$out"
+echo "== zw_train: GPT-2 4L d128 on the embedded corpus, ZeRO-3 on 4 ranks over shm (400 steps)"
+build/tools/zwrun -n 4 --transport shm -- build/tools/zw_train/zw_train --steps 400 --log-every 50 --eval-every 100 \
+  --out-dir "$out" --deepspeed_config tools/zw_train/ds_zero3_demo.json
 tools/plot_loss "$out/metrics.jsonl" "$out/loss.png"
 echo "== loss curve: $out/loss.png"
-echo "== sample (prompt \"the \"):"
-build/tools/zw_train/zw_train --sample --ckpt "$out/ckpt" --prompt "the " --tokens 300 --temperature 0.8
+echo "== sample from the sharded checkpoint (prompt \"the \"):"
+build/tools/zw_train/zw_train --sample --ckpt "$out/ckpt_zero" --prompt "the " --tokens 300 --temperature 0.8

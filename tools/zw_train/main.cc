@@ -5,7 +5,8 @@
 //   zw_train --data input.txt --layers 6 --d-model 256 --heads 8 --seq-len 256 --out-dir run2
 //   zw_train --out-dir run1 --steps 600 --resume             # continue exactly where run1 stopped
 //   zw_train --sample --ckpt run1/ckpt --prompt "the cat" --tokens 200 --temperature 0.8 --seed 7
-// Non-goals: multi-process training (see zwrun and src/zero), config files.
+//   zwrun -n 4 -- zw_train --deepspeed_config ds.json --steps 100   # ZeRO-3 across 4 ranks (zero_trainer.h)
+// Non-goals: config files other than the DeepSpeed JSON of --deepspeed_config.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "zw_train/data.h"
 #include "zw_train/sample.h"
 #include "zw_train/trainer.h"
+#include "zw_train/zero_trainer.h"
 
 namespace {
 
@@ -76,6 +78,9 @@ int main(int argc, char** argv) {
   app.add_option("--tokens", sample.tokens, "tokens to generate")->capture_default_str();
   app.add_option("--temperature", sample.temperature, "sampling temperature (0: greedy)")->capture_default_str();
   app.add_option("--dump-corpus", dump_path, "write the embedded corpus to a file and exit");
+  std::string ds_config;
+  app.add_option("--deepspeed_config,--deepspeed-config", ds_config,
+                 "DeepSpeed JSON: train with ZeRO-3 across the ranks of zwrun (batch sizes from the file)");
   CLI11_PARSE(app, argc, argv);
 
   if (!dump_path.empty()) return dump_corpus(dump_path);
@@ -95,7 +100,8 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  const zw::Result<zw::train::TrainReport> report = zw::train::run_training(train);
+  const zw::Result<zw::train::TrainReport> report =
+      ds_config.empty() ? zw::train::run_training(train) : zw::train::run_zero_training_from_env(train, ds_config);
   if (!report.ok()) {
     std::fprintf(stderr, "zw_train: %s\n", report.status().to_string().c_str());
     return 1;

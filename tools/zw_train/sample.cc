@@ -12,6 +12,7 @@
 #include "zw_train/checkpoint.h"
 #include "zw_train/config.h"
 #include "zw_train/data.h"
+#include "zw_train/zero_sample.h"
 
 namespace zw::train {
 namespace {
@@ -43,8 +44,16 @@ Status sample(const SampleConfig& c, const std::function<void(const std::string&
   if (c.tokens < 0) return Status(Code::kInvalidArgument, "--tokens must be >= 0");
   if (c.temperature < 0) return Status(Code::kInvalidArgument, "--temperature must be >= 0");
   set_blas_threads(c.threads);
-  ZW_ASSIGN_OR_RETURN(LoadedCheckpoint ck, load_checkpoint(c.ckpt_dir));
-  ZW_ASSIGN_OR_RETURN(const tensor::GptConfig model_config, model_from_json(ck.meta.model));
+  LoadedCheckpoint ck;
+  tensor::GptConfig model_config;
+  if (is_zero_checkpoint(c.ckpt_dir)) {  // out_dir/ckpt_zero of a --deepspeed_config run
+    ZW_ASSIGN_OR_RETURN(ZeroParams zp, load_zero_params(c.ckpt_dir));
+    model_config = zp.model;
+    ck.params = std::move(zp.params);
+  } else {
+    ZW_ASSIGN_OR_RETURN(ck, load_checkpoint(c.ckpt_dir));
+    ZW_ASSIGN_OR_RETURN(model_config, model_from_json(ck.meta.model));
+  }
   ZW_ASSIGN_OR_RETURN(const tensor::GptLayout layout, tensor::make_gpt_layout(model_config));
   if (ck.params.size() != layout.total_numel)
     return Status(Code::kInvalidArgument, "sample: checkpoint " + c.ckpt_dir + " does not match its model config");

@@ -1,0 +1,225 @@
+// zero/engine.cc — shard buffers, the micro-step protocol and the sharded optimizer step.
+//
+// Non-goals: see engine.h.
+#include "zero/engine.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "common/log.h"
+#include "tensor/tensor.h"
+#include "zero/grad_clip.h"
+
+namespace zw::zero {
+
+Result<std::unique_ptr<Engine>> Engine::create(Communicator& comm, const ZeroConfig& config,
+                                               std::vector<UnitSpec> units, const EngineOptions& options) {
+  if (config.zero.stage != 3)
+    return Status(Code::kUnsupported, "zero engine: zero_optimization.stage is " + std::to_string(config.zero.stage) +
+                                          "; the engine implements stage 3 (set \"stage\": 3)");
+  if (config.batch.world_size != comm.size())
+    return Status(Code::kInvalidArgument, "zero engine: the config was parsed for world size " +
+                                              std::to_string(config.batch.world_size) + " but the communicator has " +
+                                              std::to_string(comm.size()) + " ranks; parse it with comm.size()");
+  Fp16Config fp16 = config.fp16;
+  ZW_ASSIGN_OR_RETURN(LossScaler scaler, LossScaler::create(fp16));
+  std::unique_ptr<Engine> e(new Engine(comm, config, options, std::move(scaler)));
+  ZW_ASSIGN_OR_RETURN(e->pm_, PartitionManager::create(std::move(units), comm.rank(), comm.size(), options.alignment));
+  e->model_dtype_ = config.fp16.enabled   ? DataType::kFloat16
+                    : config.bf16.enabled ? DataType::kBFloat16
+                                          : DataType::kFloat32;
+  e->gas_ = int(std::max<int64_t>(1, config.batch.gradient_accumulation_steps));
+  ZW_TRY(e->allocate());
+  if (!options.declared_order.empty()) ZW_TRY(e->prefetch_->declare_order(options.declared_order));
+  return e;
+}
+
+Engine::~Engine() = default;
+
+Status Engine::allocate() {
+  const size_t n = size_t(pm_.total_shard_numel());
+  ZW_ASSIGN_OR_RETURN(master_, alloc_pinned_hugepage(n * 4));
+  ZW_ASSIGN_OR_RETURN(m_, alloc_pinned_hugepage(n * 4));
+  ZW_ASSIGN_OR_RETURN(v_, alloc_pinned_hugepage(n * 4));
+  ZW_ASSIGN_OR_RETURN(grad_acc_, alloc_pinned_hugepage(n * 4));
+  MemRef source = MemRef::host(master_.data(), n * 4);
+  if (model_dtype_ != DataType::kFloat32) {
+    ZW_ASSIGN_OR_RETURN(model16_, alloc_pinned_hugepage(n * 2));
+    source = MemRef::host(model16_.data(), n * 2);
+  }
+  const ZeroOptimizationConfig& z = config_.zero;
+  if (z.offload_optimizer.device == OffloadDevice::kCpu) {
+    ZW_ASSIGN_OR_RETURN(threads_, ThreadPool::create(options_.optimizer_threads));
+  }
+  PrefetchOptions po;
+  po.prefetch_bucket_numel = z.prefetch_bucket_size;
+  po.max_live_numel = z.max_live_parameters;
+  po.persistence_threshold = z.param_persistence_threshold;
+  po.model_persistence_numel = z.model_persistence_threshold;
+  po.gather_dtype = model_dtype_;
+  po.poison_released = options_.poison_released;
+  po.stream = options_.stream;
+  ZW_ASSIGN_OR_RETURN(prefetch_, PrefetchScheduler::create(comm_, pm_, source, po));
+  GradReducerOptions ro;
+  ro.reduce_bucket_numel = z.reduce_bucket_size;
+  ro.overlap_comm = z.overlap_comm;
+  ro.stream = options_.stream;
+  ZW_ASSIGN_OR_RETURN(reducer_, GradReducer::create(comm_, pm_, MemRef::host(grad_acc_.data(), n * 4), ro));
+  const EngineMemory mem = memory();
+  ZW_INFO(kZero,
+          "zero-3 engine: rank %d of %d, %d units, shard %zu elements; params %zu B, adam %zu B, grads %zu B, "
+          "gather pool %zu B (%d buffers), reduce pool %zu B",
+          pm_.rank(), pm_.world_size(), pm_.num_units(), n, mem.param_shard_bytes, mem.optimizer_bytes,
+          mem.grad_shard_bytes, mem.gather_pool_bytes, prefetch_->pool_buffers(), mem.reduce_pool_bytes);
+  return Status();
+}
+
+EngineMemory Engine::memory() const {
+  EngineMemory m;
+  m.param_shard_bytes = master_.size() + model16_.size();
+  m.optimizer_bytes = m_.size() + v_.size();
+  m.grad_shard_bytes = grad_acc_.size();
+  m.gather_pool_bytes = prefetch_ ? prefetch_->buffer_bytes() : 0;
+  m.reduce_pool_bytes = reducer_ ? reducer_->buffer_bytes() : 0;
+  return m;
+}
+
+Status Engine::init_params(const std::function<Status(int unit, float* values)>& fill) {
+  std::vector<float> full(size_t(pm_.max_padded_numel()));
+  float* master = master_.as<float>();
+  for (int u = 0; u < pm_.num_units(); ++u) {
+    std::fill(full.begin(), full.end(), 0.0f);
+    ZW_TRY(fill(u, full.data()));
+    const int64_t S = pm_.shard_numel(u);
+    std::memcpy(master + pm_.shard_offset(u), full.data() + int64_t(pm_.rank()) * S, size_t(S) * 4);
+  }
+  return refresh_model16();
+}
+
+Status Engine::refresh_model16() {
+  if (model_dtype_ != DataType::kFloat32) {
+    const tensor::Shape shape{pm_.total_shard_numel()};
+    ZW_TRY(tensor::convert(tensor::Tensor{MemRef::host(master_.data(), master_.size()), DataType::kFloat32, shape},
+                           tensor::Tensor{MemRef::host(model16_.data(), model16_.size()), model_dtype_, shape}));
+  }
+  return prefetch_->invalidate();
+}
+
+Status Engine::begin_micro_step() {
+  if (in_micro_ || in_eval_)
+    return Status(Code::kInvalidArgument, "zero engine: begin_micro_step inside another pass; end it first");
+  if (micro_ == gas_)
+    return Status(Code::kInvalidArgument, "zero engine: " + std::to_string(gas_) +
+                                              " micro steps (gradient_accumulation_steps) are done; call step()");
+  if (micro_ == 0) step_loss_scale_ = scaler_.scale();
+  in_micro_ = true;
+  return prefetch_->begin_pass(true);
+}
+
+Result<UnitView> Engine::fetch(int unit, bool with_grads) {
+  if (!in_micro_ && !in_eval_) return Status(Code::kInvalidArgument, "zero engine: fetch outside a pass");
+  if (with_grads && !in_micro_)
+    return Status(Code::kInvalidArgument, "zero engine: gradients are only available in a training micro step");
+  UnitView v;
+  ZW_ASSIGN_OR_RETURN(v.values, prefetch_->acquire(unit));
+  if (with_grads) {
+    ZW_ASSIGN_OR_RETURN(v.grads, reducer_->grads(unit));
+  }
+  return v;
+}
+
+Status Engine::release(int unit, bool grads_final) {
+  ZW_TRY(prefetch_->release(unit));
+  if (grads_final) ZW_TRY(reducer_->reduce(unit));
+  return Status();
+}
+
+Status Engine::end_micro_step() {
+  if (!in_micro_) return Status(Code::kInvalidArgument, "zero engine: end_micro_step without begin_micro_step");
+  in_micro_ = false;
+  ZW_TRY(prefetch_->end_pass());
+  ZW_TRY(reducer_->flush());
+  ++micro_;
+  return Status();
+}
+
+AdamParams Engine::adam_params(double lr, float grad_scale) const {
+  AdamParams p = options_.adam;
+  const OptimizerConfig& o = config_.optimizer;
+  if (o.type != OptimizerType::kNone) {
+    p.lr = float(o.lr);
+    p.beta1 = float(o.beta1);
+    p.beta2 = float(o.beta2);
+    p.eps = float(o.eps);
+    p.weight_decay = float(o.weight_decay);
+    p.adam_w_mode = o.adam_w_mode;
+  }
+  if (lr > 0) p.lr = float(lr);
+  p.grad_scale = grad_scale;
+  return p;
+}
+
+Result<StepResult> Engine::step(double lr) {
+  if (in_micro_ || micro_ != gas_)
+    return Status(Code::kInvalidArgument, "zero engine: step() after " + std::to_string(micro_) + " of " +
+                                              std::to_string(gas_) + " micro steps; run all of them first");
+  micro_ = 0;
+  StepResult r;
+  r.loss_scale = step_loss_scale_;
+  const size_t n = size_t(pm_.total_shard_numel());
+  float* grads = grad_acc_.as<float>();
+  const GradSpan span{grads, n, DataType::kFloat32};
+  ZW_ASSIGN_OR_RETURN(const bool overflow, global_overflow(comm_, std::span<const GradSpan>(&span, 1)));
+  ZW_ASSIGN_OR_RETURN(const bool skip, scaler_.update(overflow));
+  if (!skip) {
+    // The accumulated gradient is a sum over ranks and micro steps: divide it out with the loss scale.
+    const double divisor = step_loss_scale_ * double(pm_.world_size()) * double(gas_);
+    ZW_ASSIGN_OR_RETURN(const ClipResult clip, clip_grad_scale(comm_, std::span<const GradSpan>(&span, 1), divisor,
+                                                               config_.gradient_clipping));
+    r.grad_norm = clip.norm;
+    ++steps_;
+    const AdamParams base = adam_params(lr, clip.grad_scale);
+    uint16_t* m16 = model16_.as<uint16_t>();
+    for (const ShardPiece& piece : pm_.pieces()) {
+      AdamParams p = base;
+      if (!piece.weight_decay) p.weight_decay = 0.0f;
+      const int64_t o = piece.shard_offset;
+      ZW_TRY(adam_step(p, master_.as<float>() + o, m_.as<float>() + o, v_.as<float>() + o, grads + o,
+                       size_t(piece.numel), model_dtype_ == DataType::kBFloat16 ? m16 + o : nullptr,
+                       model_dtype_ == DataType::kFloat16 ? m16 + o : nullptr, int(steps_), threads_.get()));
+    }
+  } else {
+    ZW_INFO(kZero, "zero engine: gradient overflow at loss scale %g, step skipped; next scale %g", step_loss_scale_,
+            scaler_.scale());
+  }
+  r.skipped = skip;
+  r.optimizer_steps = steps_;
+  std::memset(grads, 0, n * 4);
+  ZW_TRY(prefetch_->invalidate());
+  return r;
+}
+
+Status Engine::begin_eval() {
+  if (in_micro_ || in_eval_) return Status(Code::kInvalidArgument, "zero engine: begin_eval inside another pass");
+  in_eval_ = true;
+  return prefetch_->begin_pass(false);
+}
+
+Status Engine::end_eval() {
+  if (!in_eval_) return Status(Code::kInvalidArgument, "zero engine: end_eval without begin_eval");
+  in_eval_ = false;
+  return prefetch_->end_pass();
+}
+
+Status Engine::gather_unit(int unit, float* out) {
+  const bool own_pass = !in_eval_;
+  if (own_pass) ZW_TRY(begin_eval());
+  ZW_ASSIGN_OR_RETURN(const UnitView v, fetch(unit, false));
+  std::memcpy(out, v.values.data(), size_t(pm_.unit(unit).numel) * 4);
+  ZW_TRY(release(unit, false));
+  if (own_pass) ZW_TRY(end_eval());
+  return Status();
+}
+
+}  // namespace zw::zero

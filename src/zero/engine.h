@@ -1,0 +1,133 @@
+// zero/engine.h — the ZeRO-3 engine: sharded parameters, prefetched gathers, reduce-scattered gradients and a
+// sharded (optionally offloaded) Adam step, driven by a DeepSpeed config.
+//
+// Each rank keeps only its shards (partition.h): fp32 master weights, Adam's m and v, and an fp32 gradient
+// accumulator, all over its "shard space"; with fp16/bf16 also a 16-bit copy of the weights, which is what is
+// all-gathered (half the bytes) and converted to f32 for compute. A training micro step is
+//   begin_micro_step(); { fetch(u) ... release(u) }*; end_micro_step();
+// where fetch returns f32 views of the gathered unit (and, in backward, its full gradient buffer) and release
+// says when the unit's gradients are final, which starts their reduce-scatter while backward continues. After
+// gradient_accumulation_steps micro steps, step() checks overflow across ranks (loss_scaler.h), updates the loss
+// scale, computes the global norm with one all-reduce (grad_clip.h), and runs Adam/AdamW on the shard with
+// grad_scale = 1 / (loss_scale · world_size · gas · clip): the gradient is averaged over ranks and micro steps
+// there, not by rewriting it. An overflow skips the update (the step counter does not advance).
+// Offload: with offload_optimizer.device = cpu the Adam step runs on a thread pool (EngineOptions::
+// optimizer_threads); without it, on the calling thread. Either way master, m, v and the gradient shard live in
+// pre-faulted huge-page host buffers (optim/pinned_buffer.h) and the step is the vectorized optim/cpu_adam.h
+// kernel with fused 16-bit copy-out: this build has no device memory, so "offloaded" and "not offloaded" differ
+// only in threading. sub_group_size is not used (there are no device<->host copies to pipeline yet).
+// Threading: one thread drives an engine. Non-goals: NVMe offload, parameter offload, stages 1 and 2, device
+// memory and streams (every buffer is a host MemRef for now), sub-group pipelining of device↔host copies.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zero/config.h"
+#include "zero/grad_reducer.h"
+#include "zero/loss_scaler.h"
+#include "zero/optim/cpu_adam.h"
+#include "zero/partition.h"
+#include "zero/prefetch.h"
+
+namespace zw::zero {
+
+struct EngineOptions {
+  int64_t alignment = 16;           // elements; units are padded to world_size × alignment
+  std::vector<int> declared_order;  // unit uses of one micro step; empty: recorded in the first micro step
+  AdamParams adam;                  // hyperparameters when the config has no "optimizer" block (lr: step())
+  int optimizer_threads = 0;        // offloaded Adam threads (0: hardware concurrency)
+  bool poison_released = false;     // test hook: NaN-fill gather buffers when their unit leaves
+  void* stream = nullptr;           // cudaStream_t of the model's compute (device memory, GPU engine; host: unused)
+};
+
+struct UnitView {
+  MemRef values;  // f32, padded_numel elements, gathered
+  MemRef grads;   // f32, padded_numel elements (empty when not asked for)
+};
+
+struct StepResult {
+  bool skipped = false;         // inf/nan gradients: no update this step
+  double grad_norm = 0;         // global L2 norm of the averaged gradient, before clipping
+  double loss_scale = 1;        // scale the backward passes of this step used
+  int64_t optimizer_steps = 0;  // updates taken so far
+};
+
+// Bytes this rank holds, for the memory test and the log.
+struct EngineMemory {
+  size_t param_shard_bytes = 0;  // fp32 master shard + 16-bit copy
+  size_t optimizer_bytes = 0;    // Adam m and v
+  size_t grad_shard_bytes = 0;   // fp32 gradient accumulator
+  size_t gather_pool_bytes = 0;  // prefetch buffers (incl. persistent units)
+  size_t reduce_pool_bytes = 0;  // gradient buffers
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> create(Communicator& comm, const ZeroConfig& config,
+                                                std::vector<UnitSpec> units, const EngineOptions& options);
+  ~Engine();
+
+  // Fills this rank's shards: fill(u, values) writes unit u's full unpadded values (padding is preset to 0).
+  Status init_params(const std::function<Status(int unit, float* values)>& fill);
+
+  Status begin_micro_step();
+  Result<UnitView> fetch(int unit, bool with_grads);
+  Status release(int unit, bool grads_final);
+  Status end_micro_step();
+  // The optimizer step after gradient_accumulation_steps micro steps; lr overrides the configured one when > 0.
+  Result<StepResult> step(double lr);
+
+  // Unscheduled passes (evaluation, inspection): fetch in any order, gradients not allowed.
+  Status begin_eval();
+  Status end_eval();
+  // Collective: the full, current values of unit u (numel elements, unpadded) into out.
+  Status gather_unit(int unit, float* out);
+
+  // Collective: saves this rank's master/m/v shards, the step and the loss scaler into `dir` (zero/checkpoint.h)
+  // with the caller's opaque client_state (engine_checkpoint.cc). Call between optimizer steps.
+  Status save_checkpoint(const std::string& dir, const std::string& client_state);
+  // Collective: loads a checkpoint saved by any world size into this engine's shards and returns this rank's
+  // client_state (old rank 0's when the world size changed). The 16-bit copy is rebuilt from the master weights.
+  Result<std::string> load_checkpoint(const std::string& dir);
+  int64_t optimizer_steps() const { return steps_; }
+
+  double loss_scale() const { return scaler_.scale(); }
+  // This rank's gradient accumulator (f32 over its shard space): the sums over ranks and micro steps, still
+  // multiplied by the loss scale. Valid between the last micro step and step(), which zeroes it.
+  const float* grad_shard() const { return grad_acc_.as<float>(); }
+  int micro_steps_per_step() const { return gas_; }
+  const PartitionManager& partition() const { return pm_; }
+  const PrefetchScheduler& prefetch() const { return *prefetch_; }
+  const GradReducer& reducer() const { return *reducer_; }
+  EngineMemory memory() const;
+
+ private:
+  Engine(Communicator& comm, const ZeroConfig& config, const EngineOptions& options, LossScaler scaler)
+      : comm_(comm), config_(config), options_(options), scaler_(std::move(scaler)) {}
+  Status allocate();
+  Status refresh_model16();
+  AdamParams adam_params(double lr, float grad_scale) const;
+
+  Communicator& comm_;
+  ZeroConfig config_;
+  EngineOptions options_;
+  LossScaler scaler_;
+  PartitionManager pm_;
+  DataType model_dtype_ = DataType::kFloat32;  // what is gathered: f32, f16 or bf16
+  PinnedBuffer master_, model16_, m_, v_, grad_acc_;
+  std::unique_ptr<ThreadPool> threads_;
+  std::unique_ptr<PrefetchScheduler> prefetch_;
+  std::unique_ptr<GradReducer> reducer_;
+  int gas_ = 1;                 // gradient_accumulation_steps
+  int micro_ = 0;               // micro steps since the last optimizer step
+  bool in_micro_ = false;       // between begin_micro_step and end_micro_step
+  bool in_eval_ = false;        // between begin_eval and end_eval
+  int64_t steps_ = 0;           // optimizer updates taken
+  double step_loss_scale_ = 1;  // the scale used by this step's micro steps
+};
+
+}  // namespace zw::zero
