@@ -12,12 +12,41 @@
 #include "zero/grad_clip.h"
 
 namespace zw::zero {
+namespace {
+
+// Keys the parser accepts (DeepSpeed has them) that this engine does not act on: set explicitly to anything but the
+// behaviour the engine has, they are an error rather than silently ignored.
+Status check_implemented(const ZeroConfig& config) {
+  const ZeroOptimizationConfig& z = config.zero;
+  auto set = [&](const char* key) { return config.explicit_keys.count(std::string("zero_optimization.") + key) > 0; };
+  auto refuse = [](const std::string& key, const std::string& why) {
+    return Status(Code::kUnsupported, "zero_optimization." + key + " is parsed but not implemented by the ZeRO-3 "
+                                          "engine (" + why + "); remove it from the config");
+  };
+  if (set("sub_group_size")) return refuse("sub_group_size", "the host optimizer steps each shard in one piece");
+  if (set("stage3_max_reuse_distance")) return refuse("stage3_max_reuse_distance", "units are released after use");
+  if (set("stage3_model_persistence_threshold"))
+    return refuse("stage3_model_persistence_threshold", "only stage3_param_persistence_threshold is applied");
+  if (set("allgather_bucket_size")) return refuse("allgather_bucket_size", "gathers are bucketed by "
+                                                                           "stage3_prefetch_bucket_size");
+  if (set("stage3_gather_16bit_weights_on_model_save") && z.gather_16bit_weights_on_model_save)
+    return refuse("stage3_gather_16bit_weights_on_model_save", "use tools/zw_consolidate --dtype bf16|f16");
+  if (!z.allgather_partitions) return refuse("allgather_partitions = false", "partitions are all-gathered");
+  if (!z.reduce_scatter) return refuse("reduce_scatter = false", "gradients are reduce-scattered");
+  if (!z.contiguous_gradients) return refuse("contiguous_gradients = false", "gradients are contiguous per unit");
+  if (z.offload_param.device != OffloadDevice::kNone)
+    return refuse("offload_param", "parameters stay in host memory already on CPU ranks; no device to offload from");
+  return Status();
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::create(Communicator& comm, const ZeroConfig& config,
                                                std::vector<UnitSpec> units, const EngineOptions& options) {
   if (config.zero.stage != 3)
     return Status(Code::kUnsupported, "zero engine: zero_optimization.stage is " + std::to_string(config.zero.stage) +
                                           "; the engine implements stage 3 (set \"stage\": 3)");
+  ZW_TRY(check_implemented(config));
   if (config.batch.world_size != comm.size())
     return Status(Code::kInvalidArgument, "zero engine: the config was parsed for world size " +
                                               std::to_string(config.batch.world_size) + " but the communicator has " +

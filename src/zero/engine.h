@@ -15,7 +15,8 @@
 // optimizer_threads); without it, on the calling thread. Either way master, m, v and the gradient shard live in
 // pre-faulted huge-page host buffers (optim/pinned_buffer.h) and the step is the vectorized optim/cpu_adam.h
 // kernel with fused 16-bit copy-out: this build has no device memory, so "offloaded" and "not offloaded" differ
-// only in threading. sub_group_size is not used (there are no device<->host copies to pipeline yet).
+// only in threading. sub_group_size is not used (there are no device<->host copies to pipeline yet): setting it, or
+// any other parsed key the engine does not act on, is an error at create() (never silently ignored).
 // Threading: one thread drives an engine. Non-goals: NVMe offload, parameter offload, stages 1 and 2, device
 // memory and streams (every buffer is a host MemRef for now), sub-group pipelining of device↔host copies.
 #pragma once

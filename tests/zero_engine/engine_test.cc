@@ -276,5 +276,30 @@ TEST(LossScale, OverflowSkipsTheStepWithDeepSpeedHysteresis) {
   });
 }
 
+// Keys DeepSpeed has and the parser accepts but the engine does not act on are refused, never silently ignored.
+TEST(Config, ParsedButUnimplementedKeysAreRefusedByName) {
+  const Batch b = make_batch(1, kModel.max_seq_len, kModel.vocab_size, 3);
+  const Reference ref = reference(1, b, 1);
+  const std::pair<const char*, const char*> cases[] = {
+      {", \"sub_group_size\": 1000", "sub_group_size"},
+      {", \"stage3_max_reuse_distance\": 1000", "stage3_max_reuse_distance"},
+      {", \"reduce_scatter\": false", "reduce_scatter = false"},
+      {", \"offload_param\": {\"device\": \"cpu\"}", "offload_param"},
+  };
+  run_ranks(1, [&](int, Communicator& comm) {
+    for (const auto& [extra, needle] : cases) {
+      const ZeroConfig cfg = parse(ds_json(1, 1, extra), 1);
+      auto e = Engine::create(comm, cfg, PartitionManager::gpt_units(ref.layout), EngineOptions{});
+      ASSERT_FALSE(e.ok()) << extra;
+      EXPECT_EQ(e.status().code(), Code::kUnsupported) << e.status().to_string();
+      EXPECT_NE(e.status().message().find(needle), std::string::npos) << e.status().to_string();
+    }
+    // The same keys at DeepSpeed's defaults, left out, are fine.
+    EXPECT_TRUE(Engine::create(comm, parse(ds_json(1, 1, ""), 1), PartitionManager::gpt_units(ref.layout),
+                               EngineOptions{})
+                    .ok());
+  });
+}
+
 }  // namespace
 }  // namespace zw::zero
