@@ -11,9 +11,14 @@ namespace zw::internal {
 
 Result<RegBuf> RegistrationCache::get(MemRef mem) {
   ++clock_;
-  for (auto& e : entries_) {
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    auto& e = *it;
     const MemRef& m = e->mr->mem();
     if (m.kind == mem.kind && m.contains(mem.ptr, mem.bytes)) {
+      if (!e->mr->still_valid()) {  // freed and reallocated since (verbs pins pages): register anew
+        entries_.erase(it);
+        break;
+      }
       e->last_use = clock_;
       return RegBuf{e->mr.get(), &e->key};
     }

@@ -4,8 +4,9 @@
 // buffers register nothing. The scratch arena is one huge-page-advised, pre-faulted host allocation that only
 // grows (first touch of a 4 KiB page costs 12–20 µs on the VMs we run on, so nothing is allocated per call).
 // Not thread-safe: owned and used by the communicator's worker thread.
-// Non-goals: invalidation when user memory is freed — shm and tcp registrations pin nothing, so a stale entry
-// is harmless; the verbs backend brings its own invalidating cache.
+// Invalidation: an entry whose region reports !still_valid() (verbs pins pages and can tell that the memory was
+// freed and reallocated) is dropped and the range registered again; shm and tcp pin nothing, so their entries
+// stay valid. Non-goals: detecting frees itself (the verbs backend's cache does, verbs_reg_cache.h).
 #pragma once
 
 #include <cstddef>

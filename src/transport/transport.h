@@ -57,6 +57,9 @@ class MemoryRegion {
 
   const MemRef& mem() const { return mem_; }
   virtual std::vector<std::byte> remote_key() const = 0;
+  // False once the memory behind mem() was freed or remapped since registration, for backends that pin pages
+  // and can tell (verbs); a cache of regions (collectives/buffers.h) then registers the range again.
+  virtual bool still_valid() const { return true; }
 
  protected:
   explicit MemoryRegion(MemRef mem) : mem_(mem) {}

@@ -3,7 +3,8 @@
 //   zw_info [--params]
 //
 // Prints the version, which backends were built (and why a missing one was not), the transports compiled in,
-// and the host topology from hwloc. With --params it adds every ZW_* knob from the knob table with its
+// the RDMA devices with their ports, GIDs and the GPUDirect RDMA mode (verbs builds), and the host topology from
+// hwloc. With --params it adds every ZW_* knob from the knob table with its
 // current value (secrets masked), type, default and description, as an aligned table.
 // Non-goals: probing peers or the network, benchmarking, changing any setting.
 #include <CLI/CLI.hpp>
@@ -17,6 +18,9 @@
 #include "common/topology.h"
 #include "transport/transport.h"
 #include "zerowire/config.h"
+#if ZW_HAVE_VERBS
+#include "transport/verbs/verbs_report.h"
+#endif
 
 namespace {
 
@@ -61,6 +65,15 @@ void print_backends() {
     else
       std::printf("  %-11s not built (%s)\n", label.c_str(), b.missing);
   }
+}
+
+void print_rdma() {
+  std::printf("rdma:\n");
+#if ZW_HAVE_VERBS
+  std::printf("%s", zw::transport::verbs::rdma_report().c_str());
+#else
+  std::printf("  not built (libibverbs not found at configure time); GPUDirect RDMA: none\n");
+#endif
 }
 
 void print_topology() {
@@ -124,6 +137,7 @@ int main(int argc, char** argv) {
 
   std::printf("zerowire %s\n", ZW_VERSION);
   print_backends();
+  print_rdma();
   print_topology();
   if (params) print_params();
   return 0;

@@ -63,6 +63,8 @@ std::string VerbsAddress::to_string() const {
     if (i > 0) out += ',';
     out += std::to_string(qpn[i]);
   }
+  if (qps != 1) out += ";qps=" + std::to_string(qps);
+  if (!live.empty()) out += ";live=" + live;
   return out;
 }
 
@@ -93,8 +95,12 @@ Result<VerbsAddress> VerbsAddress::parse(const std::string& text) {
   if (slash == std::string::npos || !parse_number(credit.substr(0, slash), &a.credit_addr, 16) ||
       !parse_number(credit.substr(slash + 1), &a.credit_rkey))
     return malformed(text, "bad credit field");
-  if (!parse_qpns(fields["qpn"], &a.qpn) || a.qpn.size() <= static_cast<size_t>(a.rank))
+  if (fields.count("qps") && (!parse_number(fields["qps"], &a.qps) || a.qps < 1 || a.qps > 64))
+    return malformed(text, "bad qps (1..64)");
+  if (!parse_qpns(fields["qpn"], &a.qpn) || a.qpn.size() % static_cast<size_t>(a.qps) != 0 ||
+      a.qpn.size() / static_cast<size_t>(a.qps) <= static_cast<size_t>(a.rank))
     return malformed(text, "bad qpn list");
+  a.live = fields.count("live") ? fields["live"] : "";
   return a;
 }
 

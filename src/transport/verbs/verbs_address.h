@@ -7,7 +7,9 @@
 // address also names the peer's credit words (one 8-byte slot per rank in a registered array) into which we
 // RDMA-write how many of its messages we consumed (see verbs_connection.h).
 // Text form (one line, ';'-separated key=value pairs after "verbs:"):
-//   verbs:rank=1;host=node1;dev=mlx5_0:1;lid=7;gid=<32 hex>;eth=1;mtu=3;psn=4660;credit=7f12a000/1234;qpn=17,0,18
+//   verbs:rank=1;host=node1;dev=mlx5_0:1;lid=7;gid=<32 hex>;eth=1;mtu=3;psn=4660;credit=7f12a000/1234;qpn=17,0,18;
+//   qps=1;live=10.0.0.2:41234
+// (credit slots and QP numbers are indexed peer * qps + i; qps and live are optional: 1 and none).
 // Non-goals: rdma_cm, connecting lazily (all QPs exist from listen() on), versioning beyond the prefix.
 #pragma once
 
@@ -31,7 +33,9 @@ struct VerbsAddress {
   uint32_t psn = 0;               // first packet sequence number of every QP of this rank (24 bits)
   uint64_t credit_addr = 0;       // its credit-word array (rank-indexed uint64_t slots)
   uint32_t credit_rkey = 0;       // rkey of that array
-  std::vector<uint32_t> qpn;      // by peer rank: the QP number reserved for that peer (0 for itself)
+  int qps = 1;                    // RC QPs per peer (ZW_IB_QPS_PER_CONNECTION); both ranks must agree
+  std::vector<uint32_t> qpn;      // [peer * qps + i]: QP i reserved for that peer (0 for itself)
+  std::string live;               // host:port of its liveness listener (verbs_liveness.h)
 
   std::string to_string() const;
   // Parses the text form; a malformed address is kInvalidArgument quoting it.

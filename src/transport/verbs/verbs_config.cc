@@ -1,6 +1,7 @@
 // The verbs settings, taken from the knob table (ZW_IB_* rows in common/knobs.cc) and range-checked.
 #include "transport/verbs/verbs_config.h"
 
+#include <algorithm>
 #include <string>
 
 #include "common/knobs.h"
@@ -18,6 +19,11 @@ const VerbsConfig& verbs_config() {
     c.traffic_class = static_cast<int>(k.ib_tc);
     c.service_level = static_cast<int>(k.ib_sl);
     c.qps_per_connection = static_cast<int>(k.ib_qps_per_connection);
+    c.reg_cache.check = k.ib_reg_cache == "pagemap" ? MappingCheck::kPagemap
+                        : k.ib_reg_cache == "trust" ? MappingCheck::kTrust
+                                                    : MappingCheck::kAuto;
+    c.reg_cache.max_bytes = static_cast<size_t>(std::max<int64_t>(k.ib_reg_cache_bytes, 0));
+    c.reg_cache.max_entries = static_cast<size_t>(std::max<int64_t>(k.ib_reg_cache_entries, 0));
     return c;
   }();
   return config;
@@ -31,6 +37,10 @@ Status check_verbs_config(const VerbsConfig& c) {
   const Range ranges[] = {{"ZW_IB_GID_INDEX", c.gid_index, -1, 255},     {"ZW_IB_TIMEOUT", c.timeout, 0, 31},
                           {"ZW_IB_RETRY_CNT", c.retry_cnt, 0, 7},         {"ZW_IB_TC", c.traffic_class, 0, 255},
                           {"ZW_IB_SL", c.service_level, 0, 15},          {"ZW_IB_QPS_PER_CONNECTION", c.qps_per_connection, 1, 64}};
+  if (!knobs().ib_reg_cache.empty() && knobs().ib_reg_cache != "auto" && knobs().ib_reg_cache != "pagemap" &&
+      knobs().ib_reg_cache != "trust")
+    return Status(Code::kInvalidArgument,
+                  "ZW_IB_REG_CACHE='" + knobs().ib_reg_cache + "' is not one of auto, pagemap, trust");
   for (const Range& r : ranges)
     if (r.value < r.lo || r.value > r.hi)
       return Status(Code::kInvalidArgument, std::string(r.name) + "=" + std::to_string(r.value) + " is outside " +

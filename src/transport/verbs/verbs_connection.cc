@@ -18,14 +18,23 @@ constexpr int kHopLimit = 64;     // GRH hop limit for RoCE
 }  // namespace
 
 VerbsConnection::VerbsConnection(std::shared_ptr<VerbsDevice> device, int rank, int peer, uint32_t psn,
-                                 const volatile uint64_t* credit_word, const VerbsConfig& config)
-    : device_(std::move(device)), rank_(rank), peer_(peer), psn_(psn), credit_word_(credit_word), config_(config) {}
+                                 const volatile uint64_t* credit_word, const VerbsConfig& config,
+                                 std::shared_ptr<const VerbsRegCache> registry)
+    : device_(std::move(device)),
+      rank_(rank),
+      peer_(peer),
+      psn_(psn),
+      credit_word_(credit_word),
+      config_(config),
+      registry_(std::move(registry)) {}
 
 Result<std::shared_ptr<VerbsConnection>> VerbsConnection::create(std::shared_ptr<VerbsDevice> device, int rank,
                                                                  int peer, uint32_t psn,
                                                                  const volatile uint64_t* credit_word,
-                                                                 const VerbsConfig& config) {
-  std::shared_ptr<VerbsConnection> c(new VerbsConnection(std::move(device), rank, peer, psn, credit_word, config));
+                                                                 const VerbsConfig& config,
+                                                                 std::shared_ptr<const VerbsRegCache> registry) {
+  std::shared_ptr<VerbsConnection> c(
+      new VerbsConnection(std::move(device), rank, peer, psn, credit_word, config, std::move(registry)));
   ZW_TRY(c->create_queues());
   return c;
 }
@@ -87,7 +96,7 @@ Status VerbsConnection::post_recv(uint32_t slot) {
   return Status();
 }
 
-Status VerbsConnection::connect(const VerbsAddress& peer, const CreditTarget& credit) {
+Status VerbsConnection::connect(const VerbsAddress& peer, uint32_t dest_qpn, const CreditTarget& credit) {
   std::lock_guard<std::mutex> lock(mu_);
   peer_host_ = "host " + peer.host + ", " + peer.device;
   if (peer.ethernet != device_->ethernet())
@@ -98,7 +107,7 @@ Status VerbsConnection::connect(const VerbsAddress& peer, const CreditTarget& cr
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = std::min(device_->active_mtu(), static_cast<ibv_mtu>(peer.mtu));
-  a.dest_qp_num = peer.qpn[static_cast<size_t>(rank_)];
+  a.dest_qp_num = dest_qpn;
   a.rq_psn = peer.psn;
   a.max_dest_rd_atomic = 1;
   a.min_rnr_timer = kMinRnrTimer;
@@ -199,23 +208,33 @@ std::string VerbsConnection::peer_desc() const {
 }
 
 Status VerbsConnection::error() const {
-  if (!failed_.load(std::memory_order_acquire)) return Status();
+  if (!failed_.load(std::memory_order_acquire)) {
+    if (left_.load(std::memory_order_acquire) && Clock::now() >= left_after_) return left_status_;
+    return Status();
+  }
   std::lock_guard<std::mutex> lock(error_mu_);
   return error_;
 }
 
 std::string VerbsConnection::why_failed() const { return error().message(); }
 
+void VerbsConnection::peer_left(Status status) {
+  if (left_.load(std::memory_order_acquire)) return;
+  ZW_INFO(kVerbs, "rank %d: %s", rank_, status.message().c_str());
+  left_status_ = std::move(status);
+  left_after_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kLeftGrace));
+  left_.store(true, std::memory_order_release);
+}
+
 Status VerbsConnection::fail(Status status, bool peer_gone) {
-  {
-    std::lock_guard<std::mutex> lock(error_mu_);
-    if (!failed_.load(std::memory_order_relaxed)) {
-      error_ = status;
-      failed_.store(true, std::memory_order_release);
-      ZW_WARN(kVerbs, "rank %d: connection to rank %d failed: %s", rank_, peer_, status.message().c_str());
-    }
+  std::lock_guard<std::mutex> lock(error_mu_);
+  if (!failed_.load(std::memory_order_relaxed)) {
+    error_ = status;
+    ZW_WARN(kVerbs, "rank %d: connection to rank %d failed: %s", rank_, peer_, status.message().c_str());
   }
+  // Before failed_: whoever sees the error also sees peer_known_dead().
   if (peer_gone) peer_gone_.store(true, std::memory_order_release);
+  failed_.store(true, std::memory_order_release);
   return status;
 }
 

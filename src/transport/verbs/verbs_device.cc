@@ -15,6 +15,9 @@
 namespace zw::transport::verbs {
 namespace {
 
+constexpr uint32_t kRxeVendorId = 0xffffff;  // Soft-RoCE (drivers/infiniband/sw/rxe)
+constexpr uint32_t kSiwVendorId = 0x626d74;  // soft iWARP (drivers/infiniband/sw/siw), "bmt"
+
 bool is_link_local(const std::array<uint8_t, 16>& gid) { return gid[0] == 0xfe && (gid[1] & 0xc0) == 0x80; }
 
 bool is_zero(const std::array<uint8_t, 16>& gid) {
@@ -157,22 +160,6 @@ std::string rdma_unavailable_reason() {
 
 namespace {
 
-// The port's non-empty GID entries, read one by one (entries that are not populated are skipped).
-std::vector<GidEntry> read_gid_table(ibv_context* context, int port, int table_len) {
-  std::vector<GidEntry> table;
-  for (int i = 0; i < table_len; ++i) {
-    ibv_gid_entry raw{};
-    if (ibv_query_gid_ex(context, static_cast<uint32_t>(port), static_cast<uint32_t>(i), &raw, 0) != 0) continue;
-    GidEntry e;
-    e.index = i;
-    std::memcpy(e.gid.data(), raw.gid.raw, 16);
-    e.type = raw.gid_type == IBV_GID_TYPE_ROCE_V2   ? GidType::kRoceV2
-             : raw.gid_type == IBV_GID_TYPE_ROCE_V1 ? GidType::kRoceV1
-                                                    : GidType::kIb;
-    table.push_back(e);
-  }
-  return table;
-}
 
 void log_gid_choice(const std::string& where, const GidChoice& choice, bool automatic) {
   static std::atomic<bool> warned{false};
@@ -197,6 +184,7 @@ Status VerbsDevice::open_port(ibv_context* context, const std::string& name, int
   max_msg_size_ = attr.max_msg_sz;
   max_qp_wr_ = device_attr.max_qp_wr;
   max_cqe_ = device_attr.max_cqe;
+  software_ = device_attr.vendor_id == kRxeVendorId || device_attr.vendor_id == kSiwVendorId;
   std::vector<GidEntry> table = read_gid_table(context, port, attr.gid_tbl_len);
   auto choice = select_gid(table, ethernet_, config.gid_index);
   if (!choice.ok()) return choice.status().with_context(name + ":" + std::to_string(port));
@@ -268,6 +256,22 @@ std::string VerbsDevice::describe() const {
   int mtu = active_mtu_ >= 1 && active_mtu_ <= 5 ? kMtuBytes[active_mtu_] : 0;
   return name_ + ":" + std::to_string(port_) + " (" + (ethernet_ ? "RoCE" : "InfiniBand lid " + std::to_string(lid_)) +
          ", mtu " + std::to_string(mtu) + ", gid " + std::to_string(gid_index_) + " " + gid_to_string(gid_) + ")";
+}
+
+std::vector<GidEntry> read_gid_table(ibv_context* context, int port, int table_len) {
+  std::vector<GidEntry> table;
+  for (int i = 0; i < table_len; ++i) {
+    ibv_gid_entry raw{};
+    if (ibv_query_gid_ex(context, static_cast<uint32_t>(port), static_cast<uint32_t>(i), &raw, 0) != 0) continue;
+    GidEntry e;
+    e.index = i;
+    std::memcpy(e.gid.data(), raw.gid.raw, 16);
+    e.type = raw.gid_type == IBV_GID_TYPE_ROCE_V2   ? GidType::kRoceV2
+             : raw.gid_type == IBV_GID_TYPE_ROCE_V1 ? GidType::kRoceV1
+                                                    : GidType::kIb;
+    table.push_back(e);
+  }
+  return table;
 }
 
 }  // namespace zw::transport::verbs

@@ -51,6 +51,9 @@ struct GidChoice {
   std::string reason;  // why, for the log ("RoCE v2, IPv4-mapped ::ffff:10.0.2.15")
 };
 
+// The port's non-empty GID entries, read one by one (entries that are not populated are skipped).
+std::vector<GidEntry> read_gid_table(ibv_context* context, int port, int table_len);
+
 // Picks the GID index for a port (see the header comment); `override_index` >= 0 is ZW_IB_GID_INDEX.
 // Errors (kNotFound, kInvalidArgument) list the table so that the user can pick an index.
 Result<GidChoice> select_gid(const std::vector<GidEntry>& table, bool ethernet, int override_index);
@@ -83,6 +86,9 @@ class VerbsDevice {
   uint32_t max_msg_size() const { return max_msg_size_; }
   int max_qp_wr() const { return max_qp_wr_; }
   int max_cqe() const { return max_cqe_; }
+  // A software RDMA device (Soft-RoCE rxe, siw): its "NIC" work runs on the host's CPUs, so a rank that spins
+  // on an empty queue should yield the CPU to it.
+  bool software() const { return software_; }
   std::string describe() const;  // "rxe0:1 (RoCE, mtu 1024, gid 3)"
 
  private:
@@ -103,6 +109,7 @@ class VerbsDevice {
   uint32_t max_msg_size_ = 0;          // largest message of one work request
   int max_qp_wr_ = 0;                  // device limit on work requests per queue
   int max_cqe_ = 0;                    // device limit on CQ entries
+  bool software_ = false;              // rxe or siw (by vendor id)
 };
 
 // Empty when at least one RDMA device exists, else why not (for tests that must skip).

@@ -1,19 +1,40 @@
-// VerbsEndpoint: argument checks in front of the connection.
+// VerbsEndpoint: argument checks in front of the connections, striping over them, and reassembling Notifies.
 #include "transport/verbs/verbs_endpoint.h"
 
+#include <algorithm>
 #include <string>
+#include <thread>
 
 namespace zw::transport::verbs {
 
-VerbsEndpoint::VerbsEndpoint(std::shared_ptr<const void> keepalive, std::shared_ptr<VerbsConnection> conn,
+VerbsEndpoint::VerbsEndpoint(std::shared_ptr<const void> keepalive, std::vector<std::shared_ptr<VerbsConnection>> conns,
                              const VerbsDevice* device)
-    : Endpoint(conn->peer()), keepalive_(std::move(keepalive)), conn_(std::move(conn)), device_(device) {}
+    : Endpoint(conns.at(0)->peer()),
+      keepalive_(std::move(keepalive)),
+      conns_(std::move(conns)),
+      device_(device),
+      parts_(conns_.size()) {}
 
-VerbsEndpoint::~VerbsEndpoint() { conn_->close(); }
+VerbsEndpoint::~VerbsEndpoint() {
+  for (auto& c : conns_) c->close();
+}
+
+Status VerbsEndpoint::wait_connected(Deadline deadline) {
+  for (auto& c : conns_) ZW_TRY(c->wait_connected(deadline));
+  return Status();
+}
+
+Status VerbsEndpoint::error() const {
+  for (auto& c : conns_) {
+    Status st = c->error();
+    if (!st.ok()) return st;
+  }
+  return Status();
+}
 
 Status VerbsEndpoint::write(const MemoryRegion& local, size_t local_offset, std::span<const std::byte> remote_key,
                             size_t remote_offset, size_t bytes, uint64_t notify) {
-  ZW_TRY(conn_->error());
+  ZW_TRY(error());
   auto where = [this] { return "write to rank " + std::to_string(peer()) + ": "; };  // built only on errors
   const auto* region = dynamic_cast<const VerbsMemoryRegion*>(&local);
   if (region == nullptr || region->device() != device_)
@@ -30,17 +51,119 @@ Status VerbsEndpoint::write(const MemoryRegion& local, size_t local_offset, std:
     return Status(Code::kRemoteAccess, where() + "remote offset " + std::to_string(remote_offset) + " + " +
                                            std::to_string(bytes) + " bytes exceeds the remote region of " +
                                            std::to_string(key->length) + " bytes");
-  return conn_->post_write(*region, local_offset, *key, remote_offset, bytes, notify);
+  if (conns_.size() > 1 && bytes >= kMinStripeBytes)
+    return post_striped(*region, local_offset, *key, remote_offset, bytes, notify);
+  ZW_TRY(conns_[0]->post_write(*region, local_offset, *key, remote_offset, bytes, notify));
+  std::vector<uint64_t> target(conns_.size(), 0);
+  target[0] = conns_[0]->writes_posted();
+  targets_.push_back(std::move(target));
+  ++posted_;
+  return Status();
+}
+
+Status VerbsEndpoint::post_striped(const VerbsMemoryRegion& local, size_t local_offset, const VerbsRemoteKey& key,
+                                   size_t remote_offset, size_t bytes, uint64_t notify) {
+  const size_t n = conns_.size();
+  size_t part = (bytes + n - 1) / n;
+  part = (part + kStripeAlign - 1) / kStripeAlign * kStripeAlign;
+  std::vector<uint64_t> target(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    size_t begin = std::min(bytes, i * part), len = std::min(bytes - begin, part);
+    // A failure after some parts were posted leaves the write half-done; the sticky error says so to the caller.
+    ZW_TRY(conns_[i]->post_write(local, local_offset + begin, key, remote_offset + begin, len, notify, true));
+    target[i] = conns_[i]->writes_posted();
+  }
+  targets_.push_back(std::move(target));
+  ++posted_;
+  return Status();
+}
+
+uint64_t VerbsEndpoint::writes_completed() const {
+  auto front_done = [this] {
+    const std::vector<uint64_t>& t = targets_.front();
+    for (size_t i = 0; i < conns_.size(); ++i)
+      if (t[i] > conns_[i]->writes_completed()) return false;
+    return true;
+  };
+  bool progressed = false;
+  while (!targets_.empty()) {
+    if (!front_done()) {
+      // Nothing else may be polling the CQs (a caller spinning on this counter): poll them once here.
+      if (progressed) {
+        if (device_->software()) std::this_thread::yield();  // its kernel threads complete our writes
+        break;
+      }
+      for (auto& c : conns_) (void)c->progress_and_check();
+      progressed = true;
+      continue;
+    }
+    targets_.pop_front();
+    ++completed_;
+  }
+  return completed_;
+}
+
+Result<bool> VerbsEndpoint::take_complete_stripe(Message* out) {
+  for (auto& q : parts_)
+    if (q.empty()) return false;
+  const uint64_t notify = parts_[0].front();
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    if (parts_[i].front() != notify) {
+      std::string why = "striped write from rank " + std::to_string(peer()) + ": QP 0 delivered a part of notify " +
+                        std::to_string(notify) + " but QP " + std::to_string(i) + " a part of notify " +
+                        std::to_string(parts_[i].front()) + "; do both ranks run the same zerowire version?";
+      return conns_[0]->fail(Status(Code::kProtocolError, why), false);
+    }
+    parts_[i].pop_front();
+  }
+  *out = Message{};
+  out->kind = MessageKind::kNotify;
+  out->notify = notify;
+  return true;
+}
+
+Result<bool> VerbsEndpoint::poll(Message* out) {
+  Message m;
+  bool part = false;
+  for (;;) {
+    ZW_ASSIGN_OR_RETURN(bool done, take_complete_stripe(out));
+    if (done) return true;
+    ZW_ASSIGN_OR_RETURN(bool got, conns_[0]->poll(&m, &part));
+    if (got && !part) {
+      *out = m;
+      return true;
+    }
+    if (got) {
+      parts_[0].push_back(m.notify);
+      continue;
+    }
+    bool more = false;
+    for (size_t i = 1; i < conns_.size(); ++i) {
+      for (;;) {
+        ZW_ASSIGN_OR_RETURN(bool got_i, conns_[i]->poll(&m, &part));
+        if (!got_i) break;
+        if (!part)
+          return conns_[i]->fail(Status(Code::kProtocolError, "rank " + std::to_string(peer()) +
+                                                                  " sent a message "
+                                                                  "other than a write part on its QP " +
+                                                                  std::to_string(i)),
+                                 false);
+        parts_[i].push_back(m.notify);
+        more = true;
+      }
+    }
+    if (!more) return take_complete_stripe(out);
+  }
 }
 
 Status VerbsEndpoint::send(std::span<const std::byte> payload) {
-  ZW_TRY(conn_->error());
+  ZW_TRY(error());
   if (payload.size() > Message::kMaxControl)
     return Status(Code::kInvalidArgument, "control message to rank " + std::to_string(peer()) + " has " +
                                               std::to_string(payload.size()) +
                                               " bytes; the verbs transport carries at most " +
                                               std::to_string(Message::kMaxControl) + " (Caps::max_control_bytes)");
-  return conn_->post_control(payload);
+  return conns_[0]->post_control(payload);
 }
 
 }  // namespace zw::transport::verbs

@@ -1,45 +1,65 @@
 // The verbs transport's endpoint: the handle the caller drives for one peer. It checks arguments (local
 // region of this transport, bounds against the local region and the remote key) and hands the work to the
-// peer's VerbsConnection (verbs_connection.h), which owns the QP and the protocol.
+// peer's VerbsConnections (verbs_connection.h), which own the QPs and the protocol.
 //
-// Non-goals: anything the connection does (posting, completions, credits); striping over several QPs.
+// Striping (ZW_IB_QPS_PER_CONNECTION = N > 1): a write of at least kMinStripeBytes is cut into N parts of
+// whole 4 KiB pages (the last ones possibly empty); part i travels on QP i as WRITE(s) + a {kPart, notify}
+// SEND. Every striped write puts exactly one part on every QP, in posting order, so the k-th part received on
+// each QP belongs to the same write: the Notify is delivered once every QP delivered its part, i.e. after every
+// byte landed (each QP's SEND follows its own WRITEs). Smaller writes, control messages, credits and the hello
+// use QP 0 only. A striped Notify may overtake later control messages of QP 0 (transport.h allows it).
+// Non-goals: anything the connection does (posting, completions, credits); adaptive striping.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "transport/transport.h"
 #include "transport/verbs/verbs_connection.h"
 
 namespace zw::transport::verbs {
 
-// Contract: write() and send() return once the work is posted to the QP, waiting (up to ZW_TIMEOUT, while
+inline constexpr size_t kMinStripeBytes = 64 * 1024;  // smaller writes go on QP 0 whole
+inline constexpr size_t kStripeAlign = 4096;          // part boundaries fall on page multiples
+
+// Contract: write() and send() return once the work is posted to the QP(s), waiting (up to ZW_TIMEOUT, while
 // consuming this endpoint's inbound messages) only when the peer's receive window or our send queue is full.
-// writes_completed() counts writes whose source buffer may be reused (their signaled completion arrived);
-// the peer's Notify confirms arrival. Argument errors are returned without touching the connection; data-path
-// failures (completion errors, async QP events, timeouts) are the sticky error, which names the peer.
-// Destroying the endpoint moves its QP to the error state and waits (at most 1 s) until every posted work
-// request is flushed, so caller buffers are not touched afterwards; the peer then fails on its next message.
-// Threading: one thread drives an endpoint (see transport.h).
+// writes_completed() counts writes whose source buffer may be reused (every part's signaled completion
+// arrived), polling the CQs once itself when some are pending; the peer's Notify confirms arrival. Argument errors are
+// returned without touching the connections; data-path failures (completion errors, async QP events, the peer's death,
+// timeouts) are the sticky error, which names the peer. Destroying the endpoint moves its QPs to the error state and
+// waits (at most 1 s each) until every posted work request is flushed, so caller buffers are not touched afterwards;
+// the peer then fails on its next message. Threading: one thread drives an endpoint (see transport.h).
 class VerbsEndpoint final : public Endpoint {
  public:
-  VerbsEndpoint(std::shared_ptr<const void> keepalive, std::shared_ptr<VerbsConnection> conn,
+  VerbsEndpoint(std::shared_ptr<const void> keepalive, std::vector<std::shared_ptr<VerbsConnection>> conns,
                 const VerbsDevice* device);
   ~VerbsEndpoint() override;
 
-  Status wait_connected(Deadline deadline) override { return conn_->wait_connected(deadline); }
+  Status wait_connected(Deadline deadline) override;
   Status write(const MemoryRegion& local, size_t local_offset, std::span<const std::byte> remote_key,
                size_t remote_offset, size_t bytes, uint64_t notify) override;
   Status send(std::span<const std::byte> payload) override;
-  Result<bool> poll(Message* out) override { return conn_->poll(out); }
-  uint64_t writes_posted() const override { return conn_->writes_posted(); }
-  uint64_t writes_completed() const override { return conn_->writes_completed(); }
-  Status error() const override { return conn_->error(); }
+  Result<bool> poll(Message* out) override;
+  uint64_t writes_posted() const override { return posted_; }
+  uint64_t writes_completed() const override;
+  Status error() const override;
 
  private:
-  std::shared_ptr<const void> keepalive_;   // the transport's credit words, which the connection reads
-  std::shared_ptr<VerbsConnection> conn_;   // the QP and protocol state for this peer
-  const VerbsDevice* device_;               // the transport's device: local regions must belong to it
+  // Delivers the Notify of the oldest striped write whose every part arrived.
+  Result<bool> take_complete_stripe(Message* out);
+  Status post_striped(const VerbsMemoryRegion& local, size_t local_offset, const VerbsRemoteKey& key,
+                      size_t remote_offset, size_t bytes, uint64_t notify);
+
+  std::shared_ptr<const void> keepalive_;                // the transport's credit words, read by the connections
+  std::vector<std::shared_ptr<VerbsConnection>> conns_;  // QP i of this peer; [0] also carries control
+  const VerbsDevice* device_;                            // the transport's device: local regions must belong to it
+  std::vector<std::deque<uint64_t>> parts_;              // by QP: notify values of parts not yet matched
+  uint64_t posted_ = 0;                                  // writes posted on this endpoint
+  mutable uint64_t completed_ = 0;                       // writes known complete locally
+  mutable std::deque<std::vector<uint64_t>> targets_;    // per pending write: each QP's writes_posted after it
 };
 
 }  // namespace zw::transport::verbs

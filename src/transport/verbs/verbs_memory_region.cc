@@ -10,13 +10,14 @@
 namespace zw::transport::verbs {
 namespace {
 
-constexpr uint32_t kKeyMagic = 0x4b56575a;  // "ZWVK"
+constexpr uint32_t kKeyMagic = 0x4b56575a;        // "ZWVK": host memory
+constexpr uint32_t kDeviceKeyMagic = 0x4456575a;  // "ZWVD": device memory
 
 }  // namespace
 
 std::vector<std::byte> VerbsRemoteKey::serialize() const {
   std::vector<std::byte> out(kBytes);
-  std::memcpy(out.data(), &kKeyMagic, 4);
+  std::memcpy(out.data(), device ? &kDeviceKeyMagic : &kKeyMagic, 4);
   std::memcpy(out.data() + 4, &rkey, 4);
   std::memcpy(out.data() + 8, &address, 8);
   std::memcpy(out.data() + 16, &length, 8);
@@ -26,37 +27,45 @@ std::vector<std::byte> VerbsRemoteKey::serialize() const {
 Result<VerbsRemoteKey> VerbsRemoteKey::parse(std::span<const std::byte> bytes) {
   uint32_t magic = 0;
   if (bytes.size() == kBytes) std::memcpy(&magic, bytes.data(), 4);
-  if (magic != kKeyMagic)
+  if (magic != kKeyMagic && magic != kDeviceKeyMagic)
     return Status(Code::kInvalidArgument, "remote key of " + std::to_string(bytes.size()) +
                                               " bytes is not a verbs transport key (expected " +
                                               std::to_string(kBytes) + " bytes from VerbsMemoryRegion::remote_key)");
   VerbsRemoteKey key;
+  key.device = magic == kDeviceKeyMagic;
   std::memcpy(&key.rkey, bytes.data() + 4, 4);
   std::memcpy(&key.address, bytes.data() + 8, 8);
   std::memcpy(&key.length, bytes.data() + 16, 8);
   return key;
 }
 
-VerbsMemoryRegion::VerbsMemoryRegion(MemRef mem, std::shared_ptr<VerbsDevice> device, ibv_mr* mr)
-    : MemoryRegion(mem), device_(std::move(device)), mr_(mr) {}
+VerbsRegistration::VerbsRegistration(std::shared_ptr<VerbsDevice> device_in, ibv_mr* mr_in, uintptr_t start_in,
+                                     size_t bytes_in)
+    : device(std::move(device_in)), mr(mr_in), start(start_in), bytes(bytes_in) {}
 
-VerbsMemoryRegion::~VerbsMemoryRegion() {
-  if (mr_ && ibv_dereg_mr(mr_) != 0) ZW_WARN(kVerbs, "ibv_dereg_mr: %s", std::strerror(errno));
+VerbsRegistration::~VerbsRegistration() {
+  if (mr && ibv_dereg_mr(mr) != 0) ZW_WARN(kVerbs, "ibv_dereg_mr: %s", std::strerror(errno));
 }
+
+VerbsMemoryRegion::VerbsMemoryRegion(MemRef mem, std::shared_ptr<VerbsRegistration> reg,
+                                     std::shared_ptr<const RegistrationValidator> validator)
+    : MemoryRegion(mem), reg_(std::move(reg)), validator_(std::move(validator)) {}
 
 std::vector<std::byte> VerbsMemoryRegion::remote_key() const {
   VerbsRemoteKey key;
-  key.rkey = mr_ ? mr_->rkey : 0;
+  key.rkey = reg_->mr ? reg_->mr->rkey : 0;
   key.address = reinterpret_cast<uintptr_t>(mem().ptr);
   key.length = mem().bytes;
+  key.device = mem().kind == MemKind::kCudaDevice;
   return key.serialize();
 }
 
-Result<std::unique_ptr<MemoryRegion>> register_verbs_memory(const std::shared_ptr<VerbsDevice>& device, MemRef mem) {
+Result<std::shared_ptr<VerbsRegistration>> register_verbs_range(const std::shared_ptr<VerbsDevice>& device,
+                                                                 MemRef mem) {
   if (mem.kind != MemKind::kHost)
     return Status(Code::kUnsupported, std::string("the verbs transport cannot register ") + mem_kind_name(mem.kind) +
                                           " memory (device " + std::to_string(mem.device) +
-                                          ") yet: only host memory (GPUDirect RDMA is not implemented)");
+                                          ") as host memory");
   if (mem.ptr == nullptr && mem.bytes != 0)
     return Status(Code::kInvalidArgument,
                   "cannot register a null pointer with " + std::to_string(mem.bytes) + " bytes");
@@ -72,7 +81,7 @@ Result<std::unique_ptr<MemoryRegion>> register_verbs_memory(const std::shared_pt
       return system_error("ibv_reg_mr of " + std::to_string(mem.bytes) + " bytes on " + device->name() + hint, err);
     }
   }
-  return std::unique_ptr<MemoryRegion>(new VerbsMemoryRegion(mem, device, mr));
+  return std::make_shared<VerbsRegistration>(device, mr, reinterpret_cast<uintptr_t>(mem.ptr), mem.bytes);
 }
 
 }  // namespace zw::transport::verbs

@@ -1,8 +1,11 @@
-// Registered memory of the verbs transport: host buffers pinned with ibv_reg_mr, and the remote key a peer
-// needs to RDMA-write into them: {magic, rkey, address, length}.
+// Registered memory of the verbs transport: the handle callers hold (VerbsMemoryRegion) over a shared pinned
+// registration (VerbsRegistration, one ibv_mr), and the remote key a peer needs to RDMA-write into it:
+// {magic, rkey, address, length}.
 //
-// Non-goals: device memory (kUnsupported for now; GPUDirect RDMA through dma-buf / nvidia-peermem is the next
-// step), on-demand paging, memory windows, registration caches.
+// Several handles may share one registration (the registration cache, verbs_reg_cache.h, hands out a handle
+// for any range inside a cached registration); the MR is deregistered when the last handle and the cache let go.
+// Device (CUDA) memory is registered by verbs_gpudirect.h into the same VerbsRegistration.
+// Non-goals: on-demand paging, memory windows.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -17,36 +20,63 @@
 
 namespace zw::transport::verbs {
 
-// What a writer needs to reach a registered region. Serialized as 24 little-endian bytes.
+// What a writer needs to reach a registered region. Serialized as 24 little-endian bytes; the magic word says
+// whether the region is host memory (which small writes may reach through the owner's CPU, see
+// verbs_connection.h) or device memory.
 struct VerbsRemoteKey {
   static constexpr size_t kBytes = 24;
   uint32_t rkey = 0;     // the region's rkey
   uint64_t address = 0;  // first byte, in the owner's address space
   uint64_t length = 0;   // bytes in the region
+  bool device = false;   // CUDA device memory (never written by the owner's CPU)
 
   std::vector<std::byte> serialize() const;
   // kInvalidArgument when `bytes` is not a key made by serialize().
   static Result<VerbsRemoteKey> parse(std::span<const std::byte> bytes);
 };
 
-// A registered host buffer. Immutable after construction; safe to share between threads. Contract: peers'
-// writes into it must have completed (their Notify polled) before it is destroyed; a later write fails at the
-// writer with a remote access error.
-class VerbsMemoryRegion final : public MemoryRegion {
- public:
-  VerbsMemoryRegion(MemRef mem, std::shared_ptr<VerbsDevice> device, ibv_mr* mr);
-  ~VerbsMemoryRegion() override;
-  std::vector<std::byte> remote_key() const override;
+// One ibv_mr over [start, start + bytes) with the page frames pinned at registration (for the cache's check).
+struct VerbsRegistration {
+  VerbsRegistration(std::shared_ptr<VerbsDevice> device, ibv_mr* mr, uintptr_t start, size_t bytes);
+  ~VerbsRegistration();
+  VerbsRegistration(const VerbsRegistration&) = delete;
+  VerbsRegistration& operator=(const VerbsRegistration&) = delete;
 
-  uint32_t lkey() const { return mr_ ? mr_->lkey : 0; }
-  const VerbsDevice* device() const { return device_.get(); }
-
- private:
-  std::shared_ptr<VerbsDevice> device_;  // keeps the protection domain alive
-  ibv_mr* mr_;                           // null for an empty region
+  std::shared_ptr<VerbsDevice> device;  // keeps the protection domain alive
+  ibv_mr* mr;                           // owned; null for an empty registration
+  uintptr_t start;                      // first byte registered
+  size_t bytes;                         // bytes registered
+  std::vector<uint64_t> frames;         // page frame numbers sampled at registration (empty: not checked)
 };
 
-// Validates `mem` (host memory only; null only when empty) and registers it for local and remote write.
-Result<std::unique_ptr<MemoryRegion>> register_verbs_memory(const std::shared_ptr<VerbsDevice>& device, MemRef mem);
+// Answers whether a registration still describes the memory at its addresses (the cache's check).
+class RegistrationValidator {
+ public:
+  virtual ~RegistrationValidator() = default;
+  virtual bool still_valid(const VerbsRegistration& reg) const = 0;
+};
+
+// A handle on a registered host range. Immutable after construction; safe to share between threads. Contract:
+// peers' writes into it must have completed (their Notify polled) before the registration goes; a later write
+// fails at the writer with a remote access error.
+class VerbsMemoryRegion final : public MemoryRegion {
+ public:
+  VerbsMemoryRegion(MemRef mem, std::shared_ptr<VerbsRegistration> reg,
+                    std::shared_ptr<const RegistrationValidator> validator);
+  std::vector<std::byte> remote_key() const override;
+  bool still_valid() const override { return !validator_ || validator_->still_valid(*reg_); }
+
+  uint32_t lkey() const { return reg_->mr ? reg_->mr->lkey : 0; }
+  const VerbsDevice* device() const { return reg_->device.get(); }
+  const VerbsRegistration& registration() const { return *reg_; }
+
+ private:
+  std::shared_ptr<VerbsRegistration> reg_;                // the shared MR
+  std::shared_ptr<const RegistrationValidator> validator_;  // null: always valid
+};
+
+// Validates `mem` (host memory only; null only when empty) and registers exactly it for local and remote
+// write/read (no cache).
+Result<std::shared_ptr<VerbsRegistration>> register_verbs_range(const std::shared_ptr<VerbsDevice>& device, MemRef mem);
 
 }  // namespace zw::transport::verbs

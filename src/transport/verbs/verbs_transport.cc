@@ -17,7 +17,10 @@
 #include "transport/verbs/verbs_address.h"
 #include "transport/verbs/verbs_connection.h"
 #include "transport/verbs/verbs_endpoint.h"
+#include "transport/verbs/verbs_gpudirect.h"
+#include "transport/verbs/verbs_liveness.h"
 #include "transport/verbs/verbs_memory_region.h"
+#include "transport/verbs/verbs_reg_cache.h"
 
 namespace zw::transport {
 namespace {
@@ -26,11 +29,12 @@ using verbs::VerbsConnection;
 using verbs::VerbsDevice;
 
 constexpr auto kSpin = std::chrono::microseconds(20);  // busy-poll before sleeping on the completion channel
+constexpr double kLivenessConnectS = 10;                // connecting to a listening peer takes one round trip
 
 // The rank-indexed credit words peers RDMA-write into (see verbs_connection.h). Shared with the endpoints,
 // whose connections read them, so that they may outlive the transport.
 struct CreditArray {
-  std::vector<uint64_t> words;         // by peer rank
+  std::vector<uint64_t> words;         // by peer rank * qps + QP index
   ibv_mr* mr = nullptr;                // registered for remote write
   std::shared_ptr<VerbsDevice> device;  // keeps the protection domain alive
   ~CreditArray() {
@@ -41,12 +45,20 @@ struct CreditArray {
 class VerbsTransport final : public Transport {
  public:
   VerbsTransport(const TransportOptions& options, const verbs::VerbsConfig& config,
-                 std::shared_ptr<VerbsDevice> device)
+                 std::shared_ptr<VerbsDevice> device, std::shared_ptr<verbs::VerbsRegCache> cache,
+                 verbs::GpuDirectMode gpudirect)
       : options_(options),
         config_(config),
         device_(std::move(device)),
-        caps_{size_t{1} << 40,        Message::kMaxControl,      /*one_sided=*/true, /*host_memory=*/true,
-              /*device_memory=*/false, /*any_memory_remote=*/true},
+        caps_{size_t{1} << 40,
+              Message::kMaxControl,
+              /*one_sided=*/true,
+              /*host_memory=*/true,
+              /*device_memory=*/gpudirect == verbs::GpuDirectMode::kDmaBuf || gpudirect == verbs::GpuDirectMode::kPeerMem,
+              /*any_memory_remote=*/true},
+        gpudirect_(gpudirect),
+        qps_(config.qps_per_connection),
+        reg_cache_(std::move(cache)),
         conns_(static_cast<size_t>(options.world_size)),
         connected_(static_cast<size_t>(options.world_size), false) {}
   ~VerbsTransport() override;
@@ -55,14 +67,14 @@ class VerbsTransport final : public Transport {
   const Caps& caps() const override { return caps_; }
   Result<std::string> listen() override;
   Result<std::unique_ptr<Endpoint>> connect(int peer_rank, const std::string& address) override;
-  Result<std::unique_ptr<MemoryRegion>> register_memory(MemRef mem) override {
-    return verbs::register_verbs_memory(device_, mem);
-  }
+  Result<std::unique_ptr<MemoryRegion>> register_memory(MemRef mem) override;
   void wait_for_activity(std::chrono::microseconds timeout) override;
   bool peer_known_dead(int peer_rank, std::string* why) override;
 
  private:
   Status create_credit_array();
+  Status start_liveness();
+  void on_liveness(int peer, bool died, const std::string& why);
   bool any_activity();
   void async_loop();
   void handle_async_event(const ibv_async_event& event);
@@ -71,15 +83,22 @@ class VerbsTransport final : public Transport {
   verbs::VerbsConfig config_;                           // ZW_IB_* settings
   std::shared_ptr<VerbsDevice> device_;                 // the opened port
   Caps caps_;                                           // what this backend can do
+  const verbs::GpuDirectMode gpudirect_;               // how device memory is registered (if at all)
+  const int qps_;                                       // RC QPs per peer (ZW_IB_QPS_PER_CONNECTION)
+  std::shared_ptr<verbs::VerbsRegCache> reg_cache_;     // registrations (verbs_reg_cache.h)
   std::shared_ptr<CreditArray> credits_;                // created by listen()
-  std::vector<std::shared_ptr<VerbsConnection>> conns_;  // by peer rank; created by listen()
+  std::vector<std::vector<std::shared_ptr<VerbsConnection>>> conns_;  // [peer][QP]; created by listen()
+  std::vector<VerbsConnection*> all_conns_;             // every connection, for the activity wait
   std::vector<bool> connected_;                         // connect() was called for that rank
   std::string address_;                                 // what listen() returned
   int stop_fd_ = -1;                                    // eventfd that stops the async thread
+  int wake_fd_ = -1;                                    // eventfd: a peer died, wake wait_for_activity
   std::thread async_thread_;                            // reads ibv_get_async_event
+  std::unique_ptr<verbs::LivenessMonitor> liveness_;    // side TCP connections that detect dead peers
 };
 
 VerbsTransport::~VerbsTransport() {
+  liveness_.reset();  // says goodbye first, so peers know this rank left in order
   if (async_thread_.joinable()) {
     uint64_t one = 1;
     ssize_t n = ::write(stop_fd_, &one, sizeof one);
@@ -87,11 +106,12 @@ VerbsTransport::~VerbsTransport() {
     async_thread_.join();
   }
   if (stop_fd_ >= 0) ::close(stop_fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
 Status VerbsTransport::create_credit_array() {
   credits_ = std::make_shared<CreditArray>();
-  credits_->words.assign(static_cast<size_t>(options_.world_size), 0);
+  credits_->words.assign(static_cast<size_t>(options_.world_size * qps_), 0);
   credits_->device = device_;
   credits_->mr = ibv_reg_mr(device_->pd(), credits_->words.data(), credits_->words.size() * sizeof(uint64_t),
                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
@@ -115,20 +135,33 @@ Result<std::string> VerbsTransport::listen() {
   address.psn = psn;
   address.credit_addr = reinterpret_cast<uintptr_t>(credits_->words.data());
   address.credit_rkey = credits_->mr->rkey;
-  address.qpn.assign(static_cast<size_t>(options_.world_size), 0);
+  address.qps = qps_;
+  address.qpn.assign(static_cast<size_t>(options_.world_size * qps_), 0);
   for (int peer = 0; peer < options_.world_size; ++peer) {
     if (peer == options_.rank) continue;
-    const volatile uint64_t* word = &credits_->words[static_cast<size_t>(peer)];
-    ZW_ASSIGN_OR_RETURN(conns_[static_cast<size_t>(peer)],
-                        VerbsConnection::create(device_, options_.rank, peer, psn, word, config_));
-    address.qpn[static_cast<size_t>(peer)] = conns_[static_cast<size_t>(peer)]->qp_num();
+    auto& list = conns_[static_cast<size_t>(peer)];
+    for (int q = 0; q < qps_; ++q) {
+      const size_t slot = static_cast<size_t>(peer * qps_ + q);
+      const volatile uint64_t* word = &credits_->words[slot];
+      ZW_ASSIGN_OR_RETURN(auto conn,
+                          VerbsConnection::create(device_, options_.rank, peer, psn, word, config_, reg_cache_));
+      address.qpn[slot] = conn->qp_num();
+      all_conns_.push_back(conn.get());
+      list.push_back(std::move(conn));
+    }
+    std::vector<VerbsConnection*> raw;
+    for (auto& c : list) raw.push_back(c.get());
+    for (auto& c : list) c->set_siblings(raw);
   }
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (stop_fd_ < 0) return system_error("eventfd for the verbs async-event thread", errno);
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_fd_ < 0 || wake_fd_ < 0) return system_error("eventfd for the verbs transport", errno);
+  ZW_TRY(start_liveness());
+  address.live = liveness_->address();
   async_thread_ = std::thread([this] { async_loop(); });
   address_ = address.to_string();
-  ZW_INFO(kVerbs, "rank %d listening on %s with %d qps", options_.rank, device_->describe().c_str(),
-          options_.world_size - 1);
+  ZW_INFO(kVerbs, "rank %d listening on %s with %d qps per peer, liveness at %s", options_.rank,
+          device_->describe().c_str(), qps_, address.live.c_str());
   return address_;
 }
 
@@ -143,26 +176,67 @@ Result<std::unique_ptr<Endpoint>> VerbsTransport::connect(int peer_rank, const s
     return Status(Code::kInvalidArgument, "rank " + std::to_string(options_.rank) + " is already connected to " + peer);
   auto parsed = verbs::VerbsAddress::parse(address);
   if (!parsed.ok()) return parsed.status().with_context("cannot connect to " + peer).at(__FILE__, __LINE__);
-  if (parsed->rank != peer_rank || parsed->qpn.size() != static_cast<size_t>(options_.world_size))
+  if (parsed->rank != peer_rank || parsed->qpn.size() != static_cast<size_t>(options_.world_size * parsed->qps))
     return Status(Code::kInvalidArgument, "the address given for " + peer + " belongs to rank " +
                                               std::to_string(parsed->rank) + " of a world of " +
-                                              std::to_string(parsed->qpn.size()) + ": " + address);
-  if (parsed->qpn[static_cast<size_t>(options_.rank)] == 0)
-    return Status(Code::kInvalidArgument, "the address of " + peer + " reserves no QP for rank " +
-                                              std::to_string(options_.rank) + ": " + address);
-  auto& conn = conns_[static_cast<size_t>(peer_rank)];
-  verbs::CreditTarget credit{parsed->credit_addr + static_cast<uint64_t>(options_.rank) * sizeof(uint64_t),
-                             parsed->credit_rkey};
-  Status st = conn->connect(*parsed, credit);
-  if (!st.ok()) return st.with_context("cannot connect to " + peer).at(__FILE__, __LINE__);
+                                              std::to_string(parsed->qpn.size() / parsed->qps) + ": " + address);
+  if (parsed->qps != qps_)
+    return Status(Code::kInvalidArgument, peer + " uses ZW_IB_QPS_PER_CONNECTION=" + std::to_string(parsed->qps) +
+                                              " but rank " + std::to_string(options_.rank) + " uses " +
+                                              std::to_string(qps_) + ": set the same value on every rank");
+  auto& list = conns_[static_cast<size_t>(peer_rank)];
+  for (int q = 0; q < qps_; ++q) {
+    const size_t slot = static_cast<size_t>(options_.rank * qps_ + q);
+    if (parsed->qpn[slot] == 0)
+      return Status(Code::kInvalidArgument, "the address of " + peer + " reserves no QP for rank " +
+                                                std::to_string(options_.rank) + ": " + address);
+    verbs::CreditTarget credit{parsed->credit_addr + slot * sizeof(uint64_t), parsed->credit_rkey};
+    Status st = list[static_cast<size_t>(q)]->connect(*parsed, parsed->qpn[slot], credit);
+    if (!st.ok()) return st.with_context("cannot connect to " + peer).at(__FILE__, __LINE__);
+  }
+  if (!parsed->live.empty()) {
+    Status st = liveness_->connect(peer_rank, parsed->live, Deadline::after_seconds(kLivenessConnectS));
+    if (!st.ok()) return st.with_context("cannot connect to " + peer).at(__FILE__, __LINE__);
+  }
   connected_[static_cast<size_t>(peer_rank)] = true;
-  return std::unique_ptr<Endpoint>(new verbs::VerbsEndpoint(credits_, conn, device_.get()));
+  return std::unique_ptr<Endpoint>(new verbs::VerbsEndpoint(credits_, list, device_.get()));
+}
+
+Status VerbsTransport::start_liveness() {
+  auto monitor = verbs::LivenessMonitor::start(
+      options_.rank, options_.world_size, options_.store_address,
+      [this](int peer, bool died, const std::string& why) { on_liveness(peer, died, why); });
+  if (!monitor.ok()) return monitor.status();
+  liveness_ = std::move(monitor).value();
+  return Status();
+}
+
+// Runs on the liveness thread: fails every QP of the peer and wakes a waiting communicator.
+void VerbsTransport::on_liveness(int peer, bool died, const std::string& why) {
+  if (peer < 0 || peer >= options_.world_size) return;
+  std::string msg = "rank " + std::to_string(peer) + (died ? " died: " : " left: ") + why;
+  for (auto& conn : conns_[static_cast<size_t>(peer)]) {
+    if (died) {
+      (void)conn->fail(Status(Code::kConnectionLost, msg), true);
+    } else {
+      conn->peer_left(Status(Code::kConnectionLost, msg));
+    }
+  }
+  uint64_t one = 1;
+  if (::write(wake_fd_, &one, sizeof one) < 0 && errno != EAGAIN)
+    ZW_WARN(kVerbs, "cannot wake the verbs activity wait: %s", std::strerror(errno));
+}
+
+Result<std::unique_ptr<MemoryRegion>> VerbsTransport::register_memory(MemRef mem) {
+  if (mem.kind != MemKind::kCudaDevice) return reg_cache_->register_memory(mem);
+  ZW_ASSIGN_OR_RETURN(auto reg, verbs::register_device_range(device_, mem, gpudirect_));
+  return std::unique_ptr<MemoryRegion>(new verbs::VerbsMemoryRegion(mem, std::move(reg), nullptr));
 }
 
 bool VerbsTransport::any_activity() {
   bool any = false;
-  for (auto& conn : conns_)
-    if (conn && conn->connected() && conn->progress_and_check()) any = true;
+  for (VerbsConnection* conn : all_conns_)
+    if (conn->connected() && conn->progress_and_check()) any = true;
   return any;
 }
 
@@ -173,12 +247,14 @@ void VerbsTransport::wait_for_activity(std::chrono::microseconds timeout) {
     if (any_activity()) return;
     std::this_thread::yield();
   } while (!spin_end.expired());
-  for (auto& conn : conns_)
-    if (conn && conn->connected()) conn->arm();
+  for (VerbsConnection* conn : all_conns_)
+    if (conn->connected()) conn->arm();
   if (any_activity() || deadline.expired()) return;  // a completion may have arrived before the arming
   auto left_us = std::chrono::duration_cast<std::chrono::microseconds>(deadline.remaining()).count();
-  pollfd pfd{device_->channel()->fd, POLLIN, 0};
-  ::poll(&pfd, 1, static_cast<int>((left_us + 999) / 1000));
+  pollfd pfds[2] = {{device_->channel()->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  ::poll(pfds, wake_fd_ >= 0 ? 2 : 1, static_cast<int>((left_us + 999) / 1000));
+  uint64_t drained;
+  if (pfds[1].revents) (void)!::read(wake_fd_, &drained, sizeof drained);
   ibv_cq* cq = nullptr;
   void* context = nullptr;
   while (ibv_get_cq_event(device_->channel(), &cq, &context) == 0) ibv_ack_cq_events(cq, 1);
@@ -186,10 +262,12 @@ void VerbsTransport::wait_for_activity(std::chrono::microseconds timeout) {
 
 bool VerbsTransport::peer_known_dead(int peer_rank, std::string* why) {
   if (peer_rank < 0 || peer_rank >= options_.world_size) return false;
-  const auto& conn = conns_[static_cast<size_t>(peer_rank)];
-  if (!conn || !conn->peer_gone()) return false;
-  if (why) *why = conn->why_failed();
-  return true;
+  for (const auto& conn : conns_[static_cast<size_t>(peer_rank)]) {
+    if (!conn->peer_gone()) continue;
+    if (why) *why = conn->why_failed();
+    return true;
+  }
+  return false;
 }
 
 void VerbsTransport::async_loop() {
@@ -217,8 +295,8 @@ void VerbsTransport::handle_async_event(const ibv_async_event& event) {
     case IBV_EVENT_QP_ACCESS_ERR:
     case IBV_EVENT_PATH_MIG_ERR:
     case IBV_EVENT_CQ_ERR:
-      for (auto& conn : conns_) {
-        if (conn && (conn->qp() == event.element.qp || conn->cq() == event.element.cq))
+      for (VerbsConnection* conn : all_conns_) {
+        if (conn->qp() == event.element.qp || conn->cq() == event.element.cq)
           (void)conn->fail(Status(Code::kConnectionLost, what + " for the connection to rank " +
                                                              std::to_string(conn->peer()) +
                                                              ": the QP is in the error state (a malformed or "
@@ -229,8 +307,7 @@ void VerbsTransport::handle_async_event(const ibv_async_event& event) {
     case IBV_EVENT_PORT_ERR:
     case IBV_EVENT_DEVICE_FATAL:
       ZW_WARN(kVerbs, "%s: failing every connection", what.c_str());
-      for (auto& conn : conns_)
-        if (conn)
+      for (VerbsConnection* conn : all_conns_)
           (void)conn->fail(Status(Code::kConnectionLost, what + ": the port or device failed (link down or "
                                                                "adapter error); check the cable/switch and dmesg"),
                            false);
@@ -252,14 +329,11 @@ Result<std::unique_ptr<Transport>> create_verbs_transport(const TransportOptions
     return Status(Code::kInvalidArgument, "verbs transport: rank " + std::to_string(options.rank) +
                                               " is not within a world of " + std::to_string(options.world_size));
   ZW_TRY(verbs::check_verbs_config(config));
-  if (config.qps_per_connection != 1) {
-    static std::atomic<bool> warned{false};
-    if (!warned.exchange(true))
-      ZW_WARN(kVerbs, "ZW_IB_QPS_PER_CONNECTION=%d is not implemented yet; using 1 QP per peer",
-              config.qps_per_connection);
-  }
   ZW_ASSIGN_OR_RETURN(auto device, verbs::VerbsDevice::open(config));
-  return std::unique_ptr<Transport>(new VerbsTransport(options, config, std::move(device)));
+  ZW_ASSIGN_OR_RETURN(auto cache, verbs::VerbsRegCache::create(device, config.reg_cache));
+  const verbs::GpuDirectMode gpudirect = verbs::detect_gpudirect(device->pd()).mode;
+  return std::unique_ptr<Transport>(
+      new VerbsTransport(options, config, std::move(device), std::move(cache), gpudirect));
 }
 
 }  // namespace zw::transport

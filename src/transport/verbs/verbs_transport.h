@@ -2,13 +2,18 @@
 // that land without the peer's CPU. Built only when libibverbs is found (ZW_HAVE_VERBS).
 //
 // Lifecycle: create_verbs_transport() opens the first active port that passes ZW_IB_HCA (verbs_device.h);
-// listen() creates, for each other rank, an RC QP with its CQ and posted receive ring (verbs_connection.h), and
-// publishes their QP numbers, the GID/LID/MTU/PSN and the credit-word array in the address (verbs_address.h);
-// connect(peer, address) moves our QP for that peer to RTR/RTS towards its QP for us, so the pair needs no
-// further exchange. One completion channel serves every CQ (wait_for_activity), and an async-event thread
-// fails the connections that a QP, CQ, port or device event hits.
-// Non-goals: device memory (GPUDirect RDMA is the next step), several QPs per peer, several ports (rails),
-// rdma_cm, connecting lazily (world_size - 1 QPs exist from listen() on).
+// listen() creates, for each other rank, ZW_IB_QPS_PER_CONNECTION RC QPs with their CQs and posted receive rings
+// (verbs_connection.h), starts the liveness listener (verbs_liveness.h), and publishes the QP numbers, the
+// GID/LID/MTU/PSN, the credit-word array and the liveness address (verbs_address.h); connect(peer, address)
+// moves our QPs for that peer to RTR/RTS towards its QPs for us and opens the liveness connection, so the pair
+// needs no further exchange. One completion channel serves every CQ (wait_for_activity), an async-event thread
+// fails the connections that a QP, CQ, port or device event hits, and the liveness thread fails every QP of a
+// peer whose process died (peer_known_dead then names it) within a round trip of its death.
+// Host memory goes through the registration cache (verbs_reg_cache.h): one MR per buffer, reused, LRU-evicted,
+// and registered again when the memory behind an address changed. CUDA device memory is registered through
+// GPUDirect RDMA when the process can (verbs_gpudirect.h, detected at creation; Caps::device_memory says so).
+// Non-goals: several ports (rails), rdma_cm, connecting lazily (all QPs exist from listen() on), staging device
+// memory through host buffers (the layer above does that when Caps::device_memory is false).
 #pragma once
 
 #include <memory>

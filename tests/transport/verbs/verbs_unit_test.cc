@@ -1,14 +1,17 @@
 // Pure-logic tests of the verbs backend, runnable without RDMA hardware: the ZW_IB_HCA filter, GID selection
-// on fake GID tables, and the address and remote-key formats.
+// on fake GID tables, the address and remote-key formats, and GPUDirect detection without a CUDA driver.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 
 #include <cstring>
 
 #include "transport/verbs/verbs_address.h"
 #include "transport/verbs/verbs_device.h"
+#include "transport/verbs/verbs_gpudirect.h"
 #include "transport/verbs/verbs_memory_region.h"
+#include "zerowire/config.h"
 
 namespace zw::transport::verbs {
 namespace {
@@ -153,6 +156,34 @@ TEST(VerbsAddressTest, RoundTrip) {
   EXPECT_EQ(b->psn, a.psn);
 }
 
+TEST(VerbsAddressTest, QpsAndLivenessRoundTrip) {
+  VerbsAddress a;
+  a.rank = 1;
+  a.mtu = 3;
+  a.qps = 4;
+  a.qpn = {11, 12, 13, 14, 0, 0, 0, 0, 21, 22, 23, 24};  // 3 ranks x 4 QPs
+  a.live = "10.0.2.15:40001";
+  auto b = VerbsAddress::parse(a.to_string());
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  EXPECT_EQ(b->qps, 4);
+  EXPECT_EQ(b->qpn, a.qpn);
+  EXPECT_EQ(b->live, a.live);
+  // Without the optional fields: 1 QP per peer, no liveness listener.
+  VerbsAddress plain = a;
+  plain.qps = 1;
+  plain.live.clear();
+  auto c = VerbsAddress::parse(plain.to_string());
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->qps, 1);
+  EXPECT_TRUE(c->live.empty());
+  // A QP list that is not a whole number of ranks, or a bad count, is malformed.
+  VerbsAddress odd = a;
+  odd.qpn.pop_back();
+  EXPECT_FALSE(VerbsAddress::parse(odd.to_string()).ok());
+  std::string text = a.to_string();
+  EXPECT_FALSE(VerbsAddress::parse(text.replace(text.find("qps=4"), 5, "qps=0")).ok());
+}
+
 TEST(VerbsAddressTest, RejectsMalformed) {
   VerbsAddress a;
   a.rank = 1;
@@ -168,6 +199,39 @@ TEST(VerbsAddressTest, RejectsMalformed) {
       EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
     }
   }
+}
+
+// GPUDirect detection where no GPU driver is installed (this CI host): "none" with the reason, and device memory
+// refused with kUnsupported naming it. On a machine with a CUDA driver the mode is whatever works there.
+TEST(VerbsGpuDirectTest, WithoutACudaDriverTheModeIsNoneWithTheReason) {
+  const GpuDirectInfo& info = detect_gpudirect(nullptr);
+  EXPECT_EQ(&info, &detect_gpudirect(nullptr)) << "detected once per process";
+  EXPECT_EQ(info.detail.rfind(std::string(gpudirect_mode_name(info.mode)) + ":", 0), 0u) << info.detail;
+  void* driver = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (driver != nullptr) {
+    ::dlclose(driver);
+    GTEST_SKIP() << "a CUDA driver is installed: detected " << info.detail;
+  }
+  EXPECT_EQ(info.mode, GpuDirectMode::kNone);
+  if (ZW_HAVE_CUDA) {
+    EXPECT_EQ(info.detail.rfind("none: no CUDA driver", 0), 0u) << info.detail;
+  } else {
+    EXPECT_NE(info.detail.find("no CUDA support"), std::string::npos) << info.detail;
+  }
+  int x = 0;
+  auto r = register_device_range(nullptr, MemRef{&x, sizeof x, MemKind::kCudaDevice, 0}, info.mode);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnsupported);
+  EXPECT_NE(r.status().message().find(info.detail), std::string::npos) << r.status().message();
+}
+
+TEST(VerbsRemoteKeyTest, DeviceFlagRoundTrips) {
+  VerbsRemoteKey k{7, 0x1000, 64, true};
+  auto back = VerbsRemoteKey::parse(k.serialize());
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(back->device);
+  k.device = false;
+  EXPECT_FALSE(VerbsRemoteKey::parse(k.serialize())->device);
 }
 
 TEST(VerbsRemoteKeyTest, RoundTripAndForeignKeys) {
