@@ -10,23 +10,6 @@
 
 namespace zw::tensor {
 
-// Hands out consecutive 64-byte aligned tensors from one buffer; with a null base it only measures.
-class GptModel::Arena {
- public:
-  explicit Arena(std::byte* base) : base_(base) {}
-  Tensor take(Shape shape, DataType dtype = DataType::kFloat32) {
-    const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-    Tensor t{MemRef::host(base_ != nullptr ? base_ + used_ : nullptr, bytes), dtype, shape};
-    used_ += (bytes + 63) / 64 * 64;
-    return t;
-  }
-  size_t used() const { return used_; }
-
- private:
-  std::byte* base_;
-  size_t used_ = 0;
-};
-
 void GptModel::carve(Arena& values, Arena& grads) {
   const int64_t B = B_, T = T_, C = layout_.config.d_model, V = layout_.config.vocab_size;
   const int NH = layout_.config.num_heads;

@@ -21,6 +21,7 @@
 #include "tensor/tensor.h"
 #include "zerowire/status.h"
 #include "zerowire/types.h"
+#include "tensor/tensor_arena.h"
 
 namespace zw::tensor {
 
@@ -58,7 +59,7 @@ class GptModel {
     Var ln1, qkv, atty, attproj, res2, ln2, fch, fch_gelu, fcproj, res3;  // with gradients
     Tensor ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, att;                   // saved by forward
   };
-  class Arena;
+  using Arena = tensor::TensorArena;
 
   GptModel(const GptLayout& layout, int batch, int seq_len) : layout_(layout), B_(batch), T_(seq_len) {}
   void carve(Arena& values, Arena& grads);

@@ -24,6 +24,7 @@
 #include "tensor/tape.h"
 #include "tensor/tensor.h"
 #include "zero/engine.h"
+#include "tensor/tensor_arena.h"
 
 namespace zw::zero {
 
@@ -55,7 +56,7 @@ class ZeroGpt {
     tensor::Tape tape;         // recorded by forward
     MemRef forward_values;     // where the unit's values were when the tape was recorded
   };
-  class Arena;
+  using Arena = tensor::TensorArena;
 
   ZeroGpt(Engine& engine, const tensor::GptLayout& layout, int batch, int seq_len)
       : engine_(engine), layout_(layout), B_(batch), T_(seq_len) {}

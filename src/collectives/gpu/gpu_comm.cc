@@ -18,6 +18,7 @@ namespace {
 using transport::cuda_ipc::CudaIpcOptions;
 using transport::cuda_ipc::CudaIpcTransport;
 using transport::cuda_ipc::cuda_status;
+using transport::cuda_ipc::DeviceScope;
 using transport::cuda_ipc::GpuHostStatus;
 using transport::cuda_ipc::IpcBuffer;
 using transport::cuda_ipc::Mailbox;
@@ -40,24 +41,6 @@ std::string describe_op(const OpRecord& r) {
          std::to_string(r.root) + ", " + (r.ring ? "ring/" + std::to_string(r.ring_blocks) : std::string("direct")) +
          (r.premul != 1.0 ? ", premul " + std::to_string(r.premul) : std::string()) + ")";
 }
-
-// The calling thread's current device, switched for the scope (launches need the stream's device current).
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    if (cudaGetDevice(&saved_) != cudaSuccess) saved_ = -1;
-    if (saved_ != device) status_ = cuda_status(cudaSetDevice(device), "cudaSetDevice");
-  }
-  ~DeviceScope() {
-    int now = -1;
-    if (saved_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != saved_) cudaSetDevice(saved_);
-  }
-  const Status& status() const { return status_; }
-
- private:
-  int saved_ = -1;
-  Status status_;
-};
 
 // Completion of one operation, for Work: its event, or the failure a kernel recorded, or a dead peer.
 class GpuPoller final : public WorkPoller {

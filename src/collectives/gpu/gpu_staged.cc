@@ -17,6 +17,7 @@
 namespace zw::internal::gpu {
 
 using transport::cuda_ipc::cuda_status;
+using transport::cuda_ipc::DeviceScope;
 
 // The flag word streams wait on, the sticky failure and the event pool; shared by the engine, the chunk tasks on the
 // worker and the Work handles (either may outlive the engine).
@@ -106,24 +107,6 @@ Result<WaitValue32Fn> stream_wait_value32() {
                                        "operations); the staged GPU path needs a CUDA 12+ driver");
   return fn;
 }
-
-// The calling thread's current device, switched for the scope (copies on the legacy stream use the current device).
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    if (cudaGetDevice(&saved_) != cudaSuccess) saved_ = -1;
-    if (saved_ != device) status_ = cuda_status(cudaSetDevice(device), "cudaSetDevice");
-  }
-  ~DeviceScope() {
-    int now = -1;
-    if (saved_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != saved_) cudaSetDevice(saved_);
-  }
-  const Status& status() const { return status_; }
-
- private:
-  int saved_ = -1;
-  Status status_;
-};
 
 Status copy_async(const StagedCopy& c, cudaMemcpyKind kind, cudaStream_t stream, const char* what) {
   if (c.height == 0 || c.width == 0) return Status();

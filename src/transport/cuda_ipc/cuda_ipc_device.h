@@ -42,4 +42,25 @@ struct AllocationRange {
 };
 Result<AllocationRange> allocation_of(const void* ptr);
 
+// Makes `device` the calling thread's current device for the scope and restores the previous one after (set-up and
+// launches need the buffers' device current; the user's thread must not be moved for good).
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (cudaGetDevice(&saved_) != cudaSuccess) saved_ = -1;
+    if (saved_ != device) status_ = cuda_status(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
+  }
+  ~DeviceScope() {
+    int now = -1;
+    if (saved_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != saved_) cudaSetDevice(saved_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+  const Status& status() const { return status_; }
+
+ private:
+  int saved_ = -1;
+  Status status_;
+};
+
 }  // namespace zw::transport::cuda_ipc

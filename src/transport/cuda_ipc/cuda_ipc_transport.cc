@@ -39,31 +39,14 @@ bool from_hex(const std::string& text, void* data, size_t n) {
   return true;
 }
 
-// The current device of the calling thread, restored on scope exit (set-up must not move the user's thread).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&saved_) != cudaSuccess) saved_ = -1;
-    status_ = cuda_status(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
-  }
-  ~DeviceGuard() {
-    if (saved_ >= 0) cudaSetDevice(saved_);
-  }
-  const Status& status() const { return status_; }
-
- private:
-  int saved_ = -1;
-  Status status_;
-};
-
 }  // namespace
 
 Result<std::unique_ptr<CudaIpcTransport>> CudaIpcTransport::create(Store& store, const CudaIpcOptions& options) {
   if (options.size > kMaxNodeRanks)
     return Status(Code::kUnsupported, "device-memory collectives support at most " + std::to_string(kMaxNodeRanks) +
                                           " ranks per node; this communicator has " + std::to_string(options.size));
-  DeviceGuard guard(options.device);
-  ZW_TRY(guard.status());
+  DeviceScope scope(options.device);
+  ZW_TRY(scope.status());
   std::unique_ptr<CudaIpcTransport> t(new CudaIpcTransport(options));
   Deadline deadline = Deadline::after_seconds(options.timeout_s);
   ZW_ASSIGN_OR_RETURN(t->device_, describe_cuda_device(options.device));
