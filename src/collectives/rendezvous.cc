@@ -224,7 +224,11 @@ Status Rendezvous::wait_write(int peer, uint64_t ticket) {
 void Rendezvous::broadcast_abort(const Status& reason) {
   std::byte buf[transport::Message::kMaxControl];
   buf[0] = static_cast<std::byte>(kCtrlAbort);
-  std::string text = reason.message().substr(0, sizeof buf - 1);
+  // One control message: a longer reason keeps its head (which operation, where) and its tail (whom it could not
+  // reach, why), joined by " ... ".
+  std::string text = reason.message();
+  const size_t room = sizeof buf - 1, head = room / 3;
+  if (text.size() > room) text = text.substr(0, head) + " ... " + text.substr(text.size() - (room - head - 5));
   std::memcpy(buf + 1, text.data(), text.size());
   for (auto& ep : endpoints_)
     if (ep) (void)ep->send(std::span<const std::byte>(buf, 1 + text.size()));

@@ -132,6 +132,24 @@ TEST_P(ErrorsTest, AbortFailsPendingWork) {
   });
 }
 
+// A reason longer than one control message reaches the peers with its head and its tail (shm: over tcp the abort
+// message itself can be lost to a reset, as AbortFailsPendingWork explains).
+TEST(ErrorsLongReason, AForwardedAbortKeepsHeadAndTail) {
+  const std::string reason = "HEAD-OF-REASON " + std::string(400, 'x') + " TAIL-OF-REASON";
+  run_ranks(2, quick("shm", 30), [&](int r, Communicator& comm) {
+    if (r == 0) comm.abort(Status(Code::kAborted, reason));
+    auto w = barrier(comm);
+    ASSERT_TRUE(w.ok());
+    Status s = w->wait();
+    ASSERT_FALSE(s.ok());
+    if (r == 1) {
+      EXPECT_NE(s.message().find("HEAD-OF-REASON"), std::string::npos) << s.to_string();
+      EXPECT_NE(s.message().find("TAIL-OF-REASON"), std::string::npos) << s.to_string();
+      EXPECT_NE(s.message().find(" ... "), std::string::npos) << s.to_string();
+    }
+  });
+}
+
 TEST_P(ErrorsTest, AbortInterruptsABlockedOperation) {
   run_ranks(2, quick(GetParam(), 60), [&](int r, Communicator& comm) {
     if (r == 1) {

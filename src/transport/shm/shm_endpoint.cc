@@ -185,7 +185,9 @@ Status ShmEndpoint::copy_to_peer(const std::byte* src, uint64_t dst, size_t byte
 }
 
 Status ShmEndpoint::copy_error(int err, uint64_t dst, size_t bytes) const {
-  std::string range = "[" + hex(dst) + ", +" + std::to_string(bytes) + ")";
+  std::string range = "[";  // appended piecewise: gcc 12's -Wrestrict misfires on "literal" + std::string chains
+  range += hex(dst);
+  range += ", +" + std::to_string(bytes) + ")";
   switch (err) {
     case ESRCH:
       return Status(Code::kConnectionLost, peer_desc() + " exited: cannot write into its memory");
