@@ -1,4 +1,4 @@
-// The device-memory engine of gpu_comm.h and run_gpu_collective (collectives/gpu_path.h).
+// The node-local device-memory engine of gpu_comm.h (run_gpu_collective, which picks it, is in gpu_path.cc).
 #include "collectives/gpu/gpu_comm.h"
 
 #include <cstdint>
@@ -6,8 +6,6 @@
 #include <random>
 #include <vector>
 
-#include "collectives/gpu/gpu_staged.h"
-#include "collectives/gpu_path.h"
 #include "collectives/work.h"
 #include "common/knobs.h"
 #include "common/log.h"
@@ -114,32 +112,6 @@ void part_of(int r, int n, size_t count, size_t elem, size_t* lo, size_t* hi) {
 }
 
 }  // namespace
-
-GpuShared::~GpuShared() {
-  for (cudaEvent_t e : free_events) cudaEventDestroy(e);
-}
-
-Result<std::shared_ptr<cudaEvent_t>> GpuShared::event(const std::shared_ptr<GpuShared>& self) {
-  cudaEvent_t e = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (!free_events.empty()) {
-      e = free_events.back();
-      free_events.pop_back();
-    }
-  }
-  if (e == nullptr) ZW_TRY(cuda_status(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
-  std::weak_ptr<GpuShared> pool = self;
-  return std::shared_ptr<cudaEvent_t>(new cudaEvent_t(e), [pool](cudaEvent_t* p) {
-    if (auto shared = pool.lock()) {
-      std::lock_guard<std::mutex> lock(shared->mutex);
-      shared->free_events.push_back(*p);
-    } else {
-      cudaEventDestroy(*p);
-    }
-    delete p;
-  });
-}
 
 struct GpuComm::Peers {
   std::vector<OpRecord> records;   // [rank]
@@ -461,7 +433,7 @@ Result<Work> GpuComm::run(const OpDesc& desc, const CollectiveOptions& o) {
     st = launch_direct(desc.dtype, desc.op, args, blocks_for(args.count * es), threads_, stream);
   }
   if (!st.ok()) return fail(st);
-  ZW_ASSIGN_OR_RETURN(std::shared_ptr<cudaEvent_t> done, shared_->event(shared_));
+  ZW_ASSIGN_OR_RETURN(std::shared_ptr<cudaEvent_t> done, shared_->events->get());
   ZW_TRY(cuda_status(cudaEventRecord(*done, stream), "cudaEventRecord"));
   last_event_ = done;
   last_stream_ = stream;
@@ -472,40 +444,3 @@ Result<Work> GpuComm::run(const OpDesc& desc, const CollectiveOptions& o) {
 }
 
 }  // namespace zw::internal::gpu
-
-namespace zw::internal {
-
-Result<Work> run_gpu_collective(Communicator& comm, const OpDesc& desc, const CollectiveOptions& o) {
-  const void* any = o.input.bytes > 0 && o.input.ptr ? o.input.ptr : o.output.ptr;
-  if (desc.count == 0 || any == nullptr) return Work();
-  const std::string where = std::string(op_kind_name(desc.kind)) + " on rank " + std::to_string(comm.rank());
-  auto dev = transport::cuda_ipc::device_of_pointer(any);
-  if (!dev.ok()) return dev.status().with_context(where);
-  for (const MemRef* m : {&o.input, &o.output}) {
-    if (m->bytes == 0 || m->ptr == nullptr) continue;
-    auto d = transport::cuda_ipc::device_of_pointer(m->ptr);
-    if (!d.ok()) return d.status().with_context(where);
-    if (d.value() != dev.value())
-      return Status(Code::kInvalidArgument, where + ": input is on GPU " + std::to_string(dev.value()) +
-                                                " but output on GPU " + std::to_string(d.value()));
-  }
-  CommImpl& impl = comm.impl();
-  ZW_ASSIGN_OR_RETURN(GpuEngine * engine, impl.gpu_engine([&]() -> Result<std::unique_ptr<GpuEngine>> {
-    if (gpu::wants_staged_path(impl)) return gpu::StagedGpu::create(impl, dev.value());  // across hosts, or forced
-    ZW_ASSIGN_OR_RETURN(std::unique_ptr<gpu::GpuComm> g, gpu::GpuComm::create(impl, dev.value()));
-    return std::unique_ptr<GpuEngine>(std::move(g));
-  }));
-  auto* staged = dynamic_cast<gpu::StagedGpu*>(engine);
-  auto* g = staged != nullptr ? nullptr : static_cast<gpu::GpuComm*>(engine);
-  const int engine_device = staged != nullptr ? staged->device() : g->device();
-  if (engine_device != dev.value())
-    return Status(Code::kInvalidArgument, where + ": this communicator runs its device-memory collectives on GPU " +
-                                              std::to_string(engine_device) + " but these buffers are on GPU " +
-                                              std::to_string(dev.value()) + " (use one communicator per GPU)");
-  if (staged != nullptr && o.premul != 1.0)
-    return Status(Code::kUnsupported, where + ": pre-multiplied sums are not implemented on the staged (cross-host) "
-                                              "device path");
-  return staged != nullptr ? staged->run(desc, o) : g->run(desc, o);
-}
-
-}  // namespace zw::internal

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "collectives/comm_impl.h"
+#include "collectives/gpu/gpu_events.h"
 #include "collectives/gpu/gpu_kernels.h"
 #include "collectives/op_desc.h"
 #include "transport/cuda_ipc/cuda_ipc_transport.h"
@@ -29,12 +30,9 @@ namespace zw::internal::gpu {
 // State shared by the engine and the Work handles of its operations (which may outlive the communicator).
 struct GpuShared {
   std::unique_ptr<transport::cuda_ipc::CudaIpcTransport> ipc;
-  std::mutex mutex;                      // guards failed and free_events
+  std::mutex mutex;                      // guards failed
   Status failed;                         // sticky: set by the first failed operation or abort()
-  std::vector<cudaEvent_t> free_events;  // completion events ready for reuse
-  ~GpuShared();
-  // A completion event from the pool; it returns there when the last holder drops it.
-  Result<std::shared_ptr<cudaEvent_t>> event(const std::shared_ptr<GpuShared>& self);
+  std::shared_ptr<EventPool> events = EventPool::create();  // completion events
 };
 
 class GpuComm final : public GpuEngine {

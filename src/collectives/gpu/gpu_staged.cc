@@ -2,6 +2,8 @@
 // flag word, completion and failure handling.
 #include "collectives/gpu/gpu_staged.h"
 
+#include "collectives/gpu/gpu_events.h"
+
 #include <cuda.h>
 
 #include <algorithm>
@@ -28,10 +30,9 @@ struct StagedShared {
   Status failed;                         // sticky: the first failure of a chunk, or abort()
   uint64_t issued = 0;                   // highest chunk number handed out
   uint64_t signalled = 0;                // highest chunk number written to *flag
-  std::vector<cudaEvent_t> free_events;  // events ready for reuse
+  std::shared_ptr<EventPool> events = EventPool::create();  // completion events
 
   ~StagedShared() {
-    for (cudaEvent_t e : free_events) cudaEventDestroy(e);
     if (flag != nullptr) cudaFreeHost(flag);
   }
   // Raises the flag to `chunk` (never lowers it: a late success must not undo a failure's release).
@@ -60,28 +61,6 @@ struct StagedShared {
     if (!failed.ok()) return failed;
     issued += count;
     return issued - count + 1;
-  }
-  // An event from the pool; it returns there when the last holder drops it.
-  static Result<std::shared_ptr<cudaEvent_t>> event(const std::shared_ptr<StagedShared>& self) {
-    cudaEvent_t e = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(self->mutex);
-      if (!self->free_events.empty()) {
-        e = self->free_events.back();
-        self->free_events.pop_back();
-      }
-    }
-    if (e == nullptr) ZW_TRY(cuda_status(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
-    std::weak_ptr<StagedShared> pool = self;
-    return std::shared_ptr<cudaEvent_t>(new cudaEvent_t(e), [pool](cudaEvent_t* p) {
-      if (auto shared = pool.lock()) {
-        std::lock_guard<std::mutex> lock(shared->mutex);
-        shared->free_events.push_back(*p);
-      } else {
-        cudaEventDestroy(*p);
-      }
-      delete p;
-    });
   }
 };
 
@@ -304,7 +283,7 @@ Result<Work> StagedGpu::run(const OpDesc& desc, const CollectiveOptions& o) {
   ZW_TRY(reserve_staging(staging_bytes(desc, impl_.size())));
   const StagedPlan plan = plan_staged(impl_, desc, o, staging_, chunk_bytes_);
   if (plan.chunks.empty()) return Work();
-  ZW_ASSIGN_OR_RETURN(std::shared_ptr<cudaEvent_t> done, StagedShared::event(shared_));
+  ZW_ASSIGN_OR_RETURN(std::shared_ptr<cudaEvent_t> done, shared_->events->get());
   ZW_ASSIGN_OR_RETURN(uint64_t first, shared_->reserve(plan.chunks.size()));
   std::vector<Work> works;
   auto stream = static_cast<cudaStream_t>(o.stream);
@@ -343,7 +322,7 @@ Status StagedGpu::issue(const CollectiveOptions& o, const StagedPlan& plan, uint
     std::shared_ptr<cudaEvent_t> copied;
     if (c.d2h.height > 0) {
       ZW_TRY(copy_async(c.d2h, cudaMemcpyDeviceToHost, stream, "device-to-host staging copy"));
-      ZW_ASSIGN_OR_RETURN(copied, StagedShared::event(shared_));
+      ZW_ASSIGN_OR_RETURN(copied, shared_->events->get());
       ZW_TRY(cuda_status(cudaEventRecord(*copied, stream), "cudaEventRecord"));
     }
     CommImpl::Task task =

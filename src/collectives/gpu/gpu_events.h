@@ -1,0 +1,34 @@
+// collectives/gpu/gpu_events.h — a pool of CUDA completion events shared by the device-memory engines.
+//
+// get() hands out an event (created with timing disabled when the pool is empty) wrapped in a shared_ptr; when the
+// last holder (a Work's poller, the engine's "previous operation") drops it, it goes back to the pool, or is
+// destroyed if the pool is gone. Re-recording an event that is still pending is allowed by CUDA, so reuse is safe.
+// Threading: get() and returns from any thread.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "zerowire/status.h"
+
+namespace zw::internal::gpu {
+
+class EventPool : public std::enable_shared_from_this<EventPool> {
+ public:
+  static std::shared_ptr<EventPool> create() { return std::shared_ptr<EventPool>(new EventPool()); }
+  ~EventPool();
+  EventPool(const EventPool&) = delete;
+  EventPool& operator=(const EventPool&) = delete;
+
+  Result<std::shared_ptr<cudaEvent_t>> get();
+
+ private:
+  EventPool() = default;
+  std::mutex mutex_;
+  std::vector<cudaEvent_t> free_;  // events ready for reuse
+};
+
+}  // namespace zw::internal::gpu

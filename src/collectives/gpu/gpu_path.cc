@@ -1,0 +1,48 @@
+// collectives/gpu/gpu_path.cc — run_gpu_collective (collectives/gpu_path.h) with CUDA: checks the buffers' device,
+// creates the communicator's engine on first use (node-local GpuComm, or StagedGpu across hosts or when forced) and
+// hands it the operation.
+#include "collectives/gpu_path.h"
+
+#include <string>
+
+#include "collectives/gpu/gpu_comm.h"
+#include "collectives/gpu/gpu_staged.h"
+#include "transport/cuda_ipc/cuda_ipc_device.h"
+
+namespace zw::internal {
+
+Result<Work> run_gpu_collective(Communicator& comm, const OpDesc& desc, const CollectiveOptions& o) {
+  const void* any = o.input.bytes > 0 && o.input.ptr ? o.input.ptr : o.output.ptr;
+  if (desc.count == 0 || any == nullptr) return Work();
+  const std::string where = std::string(op_kind_name(desc.kind)) + " on rank " + std::to_string(comm.rank());
+  auto dev = transport::cuda_ipc::device_of_pointer(any);
+  if (!dev.ok()) return dev.status().with_context(where);
+  for (const MemRef* m : {&o.input, &o.output}) {
+    if (m->bytes == 0 || m->ptr == nullptr) continue;
+    auto d = transport::cuda_ipc::device_of_pointer(m->ptr);
+    if (!d.ok()) return d.status().with_context(where);
+    if (d.value() != dev.value())
+      return Status(Code::kInvalidArgument, where + ": input is on GPU " + std::to_string(dev.value()) +
+                                                " but output on GPU " + std::to_string(d.value()));
+  }
+  CommImpl& impl = comm.impl();
+  ZW_ASSIGN_OR_RETURN(GpuEngine * engine, impl.gpu_engine([&]() -> Result<std::unique_ptr<GpuEngine>> {
+    if (gpu::wants_staged_path(impl)) return gpu::StagedGpu::create(impl, dev.value());  // across hosts, or forced
+    ZW_ASSIGN_OR_RETURN(std::unique_ptr<gpu::GpuComm> g, gpu::GpuComm::create(impl, dev.value()));
+    return std::unique_ptr<GpuEngine>(std::move(g));
+  }));
+  auto* staged = dynamic_cast<gpu::StagedGpu*>(engine);
+  auto* g = staged != nullptr ? nullptr : static_cast<gpu::GpuComm*>(engine);
+  const int engine_device = staged != nullptr ? staged->device() : g->device();
+  if (engine_device != dev.value())
+    return Status(Code::kInvalidArgument, where + ": this communicator runs its device-memory collectives on GPU " +
+                                              std::to_string(engine_device) + " but these buffers are on GPU " +
+                                              std::to_string(dev.value()) + " (use one communicator per GPU)");
+  if (staged != nullptr && o.premul != 1.0)
+    return Status(Code::kUnsupported, where +
+                                          ": pre-multiplied sums are not implemented on the staged (cross-host) "
+                                          "device path");
+  return staged != nullptr ? staged->run(desc, o) : g->run(desc, o);
+}
+
+}  // namespace zw::internal
