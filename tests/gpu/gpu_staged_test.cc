@@ -251,13 +251,17 @@ TEST(StagedConfig, UnknownPathAndTinyChunkAreRejected) {
 
 // ---- On the GPU. ----
 
-// One rank's device side: a stream and three buffers of the largest case (input source, input, output).
+// One rank's device side: a stream, three buffers of the largest case (input source, input, output) and a pinned
+// host buffer for uploads and read-backs. Ranks that share a GPU share its context: a pageable copy or an allocation
+// in one rank's thread can wait for another rank's stream, which waits (cuStreamWaitValue32) for this rank's host
+// op: so every allocation happens in open(), before the ranks meet at a barrier, and copies use pinned memory.
 struct Device {
   int ordinal = 0;
   cudaStream_t stream = nullptr;
   std::byte* source = nullptr;
   std::byte* a = nullptr;
   std::byte* b = nullptr;
+  std::byte* host = nullptr;
 
   std::string open(int rank, size_t bytes) {
     ordinal = rank % device_count();
@@ -266,10 +270,12 @@ struct Device {
       return "cannot set up GPU " + std::to_string(ordinal);
     for (std::byte** p : {&source, &a, &b})
       if (cudaMalloc(p, bytes) != cudaSuccess) return "cudaMalloc(" + std::to_string(bytes) + ") failed";
+    if (cudaMallocHost(&host, bytes) != cudaSuccess) return "cudaMallocHost(" + std::to_string(bytes) + ") failed";
     return "";
   }
   ~Device() {
     for (std::byte* p : {source, a, b}) cudaFree(p);
+    if (host != nullptr) cudaFreeHost(host);
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
   MemRef ref(std::byte* p, size_t bytes) const { return MemRef{p, bytes, MemKind::kCudaDevice, ordinal}; }
@@ -280,10 +286,12 @@ struct Device {
 std::string run_on_gpu(Communicator& comm, Device& d, const Case& c) {
   const int n = comm.size(), r = comm.rank();
   const size_t es = dtype_size(c.dt), ib = in_count(c, n) * es, ob = out_count(c, n) * es;
-  std::vector<std::byte> input = make_input(c, n, r), got(ob);
+  std::vector<std::byte> input = make_input(c, n, r);
   std::byte *in = nullptr, *out = nullptr;
   place(c, r, d.a, d.b, &in, &out);
-  if (cudaMemcpyAsync(d.source, input.data(), ib, cudaMemcpyHostToDevice, d.stream) != cudaSuccess ||
+  if (cudaStreamSynchronize(d.stream) != cudaSuccess) return "the stream failed before the case";
+  std::memcpy(d.host, input.data(), ib);
+  if (cudaMemcpyAsync(d.source, d.host, ib, cudaMemcpyHostToDevice, d.stream) != cudaSuccess ||
       cudaMemsetAsync(out, 0xA5, ob, d.stream) != cudaSuccess ||
       cudaMemcpyAsync(in, d.source, ib, cudaMemcpyDeviceToDevice, d.stream) != cudaSuccess)
     return "preparing the input failed";
@@ -297,12 +305,12 @@ std::string run_on_gpu(Communicator& comm, Device& d, const Case& c) {
   o.stream = d.stream;
   Result<Work> w = issue(comm, c.kind, o);
   if (!w.ok()) return "issue: " + w.status().to_string();
-  if (cudaMemcpyAsync(got.data(), out, ob, cudaMemcpyDeviceToHost, d.stream) != cudaSuccess ||
+  if (cudaMemcpyAsync(d.host, out, ob, cudaMemcpyDeviceToHost, d.stream) != cudaSuccess ||
       cudaStreamSynchronize(d.stream) != cudaSuccess)
     return "reading the output failed";
   Status st = w.value().wait(std::chrono::seconds(60));
   if (!st.ok()) return "wait: " + st.to_string();
-  return check_output(c, n, r, got);
+  return check_output(c, n, r, std::vector<std::byte>(d.host, d.host + ob));
 }
 
 size_t largest_bytes(const std::vector<Case>& cases, int n) {
@@ -321,6 +329,11 @@ TEST_P(StagedGpuTest, EveryCollectiveMatchesTheHostReference) {
   run_ranks(n, staged_config(transport), [&](int, Communicator& comm) -> std::string {
     Device d;
     std::string err = d.open(comm.rank(), largest_bytes(cases, n));
+    if (err.empty()) {
+      Result<Work> met = barrier(comm);  // every rank has allocated before any stream waits for a host op
+      Status st = met.ok() ? met.value().wait() : met.status();
+      if (!st.ok()) err = "barrier: " + st.to_string();
+    }
     for (size_t i = 0; i < cases.size() && err.empty(); ++i) {
       err = run_on_gpu(comm, d, cases[i]);
       if (!err.empty()) err = describe(cases[i]) + ": " + err;
