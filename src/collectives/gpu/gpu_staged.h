@@ -32,7 +32,10 @@
 // Stream memory waits are invisible to CUDA's scheduler: another stream of this process that shares S's hardware
 // queue (CUDA_DEVICE_MAX_CONNECTIONS, default 8) can be held behind a wait until the chunk's host op finished. The
 // worker's wait for a D2H copy is bounded by the operation timeout, so such a false dependency ends in a timeout
-// error naming the rank, never in a hang.
+// error naming the rank, never in a hang. Ranks of one communicator must not share a GPU inside one process (NCCL
+// refuses duplicate GPUs too): their streams then live in one context, where an allocation or a pageable copy in
+// one rank's thread can wait for another rank's stream, itself waiting for this rank's host op; measured on 2 H200s
+// with 3 ranks as threads, that ends in the timeout above. Separate processes may share a GPU (their contexts differ).
 // Threading: one issuing thread per communicator (as for host collectives); Work handles from any thread.
 // Non-goals: GPUDirect RDMA (device buffers registered with the NIC; the seam is wants_staged_path), a bounded ring
 // of staging chunks (memory independent of the message size), double-buffered staging (the next operation's D2H
