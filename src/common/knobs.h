@@ -52,6 +52,7 @@ struct Knobs {
   int64_t cuda_staging_chunk;   // ZW_CUDA_STAGING_CHUNK: pipeline chunk of the staged device-memory path, bytes
   std::string cuda_algo;        // ZW_CUDA_ALGO: auto, direct or ring (node-local device-memory collectives)
   int64_t cuda_ce_bytes;        // ZW_CUDA_CE_BYTES: all-gathers of this many bytes per rank use copy engines
+  int64_t cuda_oneshot_bytes;   // ZW_CUDA_ONESHOT_BYTES: one-shot all-reduce up to this many bytes read from peers
 };
 
 enum class KnobType { kString, kInt, kBytes, kDouble };

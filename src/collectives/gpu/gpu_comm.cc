@@ -25,6 +25,7 @@ using transport::cuda_ipc::Mailbox;
 struct OpRecord {
   uint64_t seq;
   uint8_t kind, dtype, op, ring;  // ring: 1 when this rank runs the ring kernel
+  uint8_t oneshot;                // all-reduce: 1 when this rank may run it one-shot (out of place, small enough)
   uint32_t root;
   uint64_t count;
   uint32_t ring_blocks;           // slices of the ring kernel (must match)
@@ -118,6 +119,7 @@ struct GpuComm::Peers {
   std::vector<std::byte*> in;      // [rank]: input mapped here (null where not needed)
   std::vector<std::byte*> out;     // [rank]: output mapped here
   std::vector<std::byte*> scratch; // [rank]: ring scratch mapped here
+  bool oneshot = false;            // all-reduce one-shot: every rank's descriptor allowed it
 };
 
 Result<std::unique_ptr<GpuComm>> GpuComm::create(CommImpl& impl, int device) {
@@ -146,6 +148,7 @@ Result<std::unique_ptr<GpuComm>> GpuComm::create(CommImpl& impl, int device) {
     return Status(Code::kInvalidArgument, "ZW_CUDA_ALGO=" + k.cuda_algo + " is not one of auto, direct, ring");
   g->ring_ = k.cuda_algo == "ring";
   g->ce_bytes_ = k.cuda_ce_bytes > 0 ? static_cast<size_t>(k.cuda_ce_bytes) : SIZE_MAX;
+  g->oneshot_bytes_ = static_cast<size_t>(std::max<int64_t>(k.cuda_oneshot_bytes, 0));
   return g;
 }
 
@@ -250,12 +253,16 @@ Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptio
   mine.premul = o.premul;
   mine.ring = ring ? 1 : 0;
   mine.ring_blocks = ring ? static_cast<uint32_t>(ring_blocks) : 0;
+  const size_t bytes = desc.count * dtype_size(desc.dtype);
+  mine.oneshot = desc.kind == OpKind::kAllReduce && !ring && o.input.ptr != o.output.ptr &&
+                 bytes * static_cast<size_t>(size_ - 1) <= oneshot_bytes_;
   if (ring && desc.kind == OpKind::kReduceScatter) {
     ZW_TRY(ensure_scratch(desc.count * dtype_size(desc.dtype)));
     ZW_ASSIGN_OR_RETURN(mine.scratch, ipc.exporter().describe(scratch_));
   }
   ipc.mailbox().post(seq, std::as_bytes(std::span(&mine, 1)));
   peers->records.assign(size_, mine);
+  peers->oneshot = mine.oneshot != 0;
   Deadline deadline = Deadline::after_seconds(timeout_s_);
   std::vector<std::byte> got;
   for (int p = 0; p < size_; ++p) {
@@ -268,6 +275,7 @@ Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptio
     ZW_TRY(ipc.mailbox().wait(p, seq, deadline, check, &got));
     OpRecord& r = peers->records[p];
     std::memcpy(&r, got.data(), std::min(got.size(), sizeof r));
+    peers->oneshot = peers->oneshot && r.oneshot != 0;  // the same choice on every rank: all must allow it
     if (r.kind != mine.kind || r.dtype != mine.dtype || r.op != mine.op || r.root != mine.root ||
         r.count != mine.count || r.ring != mine.ring || r.ring_blocks != mine.ring_blocks || r.premul != mine.premul)
       return Status(Code::kDesync, "GPU collective " + std::to_string(seq) + ": rank " + std::to_string(rank_) +
@@ -288,7 +296,7 @@ Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptio
     const OpRecord& r = peers->records[p];
     bool need_in = desc.kind == OpKind::kReduceScatter || desc.kind == OpKind::kAllReduce || reduce_root ||
                    (desc.kind == OpKind::kBroadcast && static_cast<int>(desc.root) == p);
-    bool need_out = desc.kind == OpKind::kAllGather || desc.kind == OpKind::kAllReduce;
+    bool need_out = desc.kind == OpKind::kAllGather || (desc.kind == OpKind::kAllReduce && !peers->oneshot);
     if (ring) {  // a ring rank writes only into its right neighbour
       need_in = false;
       need_out = p == right;
@@ -332,6 +340,12 @@ Status GpuComm::build(const OpDesc& desc, const CollectiveOptions& o, const Peer
       if (avg) a->scale = 1.0 / static_cast<double>(n);
       break;
     case OpKind::kAllReduce: {
+      if (peers.oneshot) {  // every rank reads every input whole and sums it into its own output: one NVLink trip
+        for (size_t p = 0; p < n; ++p) a->src[a->nsrc++] = peers.in[p];
+        a->dst[a->ndst++] = o.output.ptr;
+        if (avg) a->scale = 1.0 / static_cast<double>(n);
+        break;
+      }
       size_t lo = 0, hi = 0;
       part_of(rank_, size_, desc.count, es, &lo, &hi);
       a->count = hi - lo;

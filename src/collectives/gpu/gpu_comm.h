@@ -71,6 +71,7 @@ class GpuComm final : public GpuEngine {
   void* scratch_ = nullptr;                  // reduce-scatter ring receive slot
   size_t scratch_bytes_ = 0;
   size_t ce_bytes_ = 0;                      // all-gathers of at least this many bytes per rank use copy engines
+  size_t oneshot_bytes_ = 0;                 // ZW_CUDA_ONESHOT_BYTES: one-shot all-reduce up to this many remote bytes
   std::vector<cudaStream_t> side_streams_;   // one per destination of a copy-engine all-gather
   std::vector<cudaEvent_t> joins_;           // their completions, joined back into the caller's stream
   cudaEvent_t fork_ = nullptr;               // the arrive barrier's completion, forked to the side streams
