@@ -61,7 +61,7 @@ const Row kKnobTable[] = {
   {{"ZW_CUDA_STAGING_CHUNK", KnobType::kBytes, "4M", "pipeline chunk of the staged device-memory path (min 4K): all_reduce/broadcast/reduce split the buffer into pieces of this size, all_gather/reduce_scatter each rank's block", false}, &Knobs::cuda_staging_chunk},
   {{"ZW_CUDA_ALGO", KnobType::kString, "auto", "device-memory collectives on one node: direct (every GPU reads/writes every peer), ring (neighbours only), auto (direct: every pair of GPUs must be peer-accessible for CUDA IPC anyway, and direct measured faster)", false}, &Knobs::cuda_algo},
   {{"ZW_CUDA_CE_BYTES", KnobType::kBytes, "0", "node-local all-gathers moving at least this many bytes per rank push with the copy engines (cudaMemcpyAsync to the peers) instead of SM loads/stores; 0 = never (the default: on 2xH200 copy engines between processes measured 267 GB/s at 1 GiB, SM stores 361)", false}, &Knobs::cuda_ce_bytes},
-  {{"ZW_CUDA_ONESHOT_BYTES", KnobType::kBytes, "512K", "node-local out-of-place all-reduces whose every rank would read at most this many bytes from its peers (buffer bytes x (ranks - 1)) run one-shot: each GPU reads every input whole and sums into its own output (one NVLink trip instead of reduce-scatter then write-back; same rank-order sum); 0 = never", false}, &Knobs::cuda_oneshot_bytes},
+  {{"ZW_CUDA_ONESHOT_BYTES", KnobType::kBytes, "512K", "node-local out-of-place all-reduces whose every rank would read more than 64K and at most this many bytes from its peers (buffer bytes x (ranks - 1)) run one-shot: each GPU reads every input whole and sums into its own output (one NVLink trip instead of reduce-scatter then write-back; same rank-order sum); 0 = never", false}, &Knobs::cuda_oneshot_bytes},
 };
 // clang-format on
 

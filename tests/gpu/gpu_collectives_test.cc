@@ -216,6 +216,14 @@ std::vector<Case> all_cases(int n) {
     cases.push_back({Kind::kAllReduce, dt, ReduceOp::kMax, big + 5, false, 0});
   }
   cases.push_back({Kind::kAllGather, DataType::kUInt8, ReduceOp::kSum, size_t{8} << 20, true, 0});
+  // One-shot all-reduce (out of place, 64-512 KiB read from the peers at 2-4 ranks), and its in-place neighbour.
+  const size_t mid = 40000;
+  for (DataType dt : {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16}) {
+    cases.push_back({Kind::kAllReduce, dt, ReduceOp::kSum, mid, false, 0});
+    cases.push_back({Kind::kAllReduce, dt, ReduceOp::kAvg, mid, false, 0});
+    cases.push_back({Kind::kAllReduce, dt, ReduceOp::kSum, mid, true, 0});
+    cases.push_back({Kind::kAllReduce, dt, ReduceOp::kSum, mid, false, 0, 0.3});
+  }
   // Pre-multiplied sums (FSDP2's 1/world gradient divide, and a factor that rounds).
   for (DataType dt : {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16, DataType::kFloat64})
     for (double premul : {1.0 / n, 0.3})

@@ -32,6 +32,8 @@ struct OpRecord {
   double premul;                  // pre-multiplied sum factor (1: plain)
   IpcBuffer in, out, scratch;
 };
+constexpr size_t kOneshotMin = 64 << 10;  // one-shot all-reduce only above this many bytes read from peers
+
 static_assert(sizeof(OpRecord) <= Mailbox::kSlotBytes, "an operation descriptor must fit a mailbox slot");
 
 std::string describe_op(const OpRecord& r) {
@@ -253,9 +255,11 @@ Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptio
   mine.premul = o.premul;
   mine.ring = ring ? 1 : 0;
   mine.ring_blocks = ring ? static_cast<uint32_t>(ring_blocks) : 0;
-  const size_t bytes = desc.count * dtype_size(desc.dtype);
-  mine.oneshot = desc.kind == OpKind::kAllReduce && !ring && o.input.ptr != o.output.ptr &&
-                 bytes * static_cast<size_t>(size_ - 1) <= oneshot_bytes_;
+  // One-shot reads more from the peers than the two-step kernel; measured on 2×H200 (docs/PERF.md) it saves 0.5-0.8 µs
+  // at 128-512 KiB and costs 0.1-0.7 µs at 8-32 KiB, where a read round trip outweighs the write-back it saves.
+  const size_t remote = desc.count * dtype_size(desc.dtype) * static_cast<size_t>(size_ - 1);
+  mine.oneshot = desc.kind == OpKind::kAllReduce && !ring && o.input.ptr != o.output.ptr && remote > kOneshotMin &&
+                 remote <= oneshot_bytes_;
   if (ring && desc.kind == OpKind::kReduceScatter) {
     ZW_TRY(ensure_scratch(desc.count * dtype_size(desc.dtype)));
     ZW_ASSIGN_OR_RETURN(mine.scratch, ipc.exporter().describe(scratch_));
