@@ -2,6 +2,7 @@
 // blocks. fp16/bf16/optimizer/scheduler live in config_training.cc, the batch rule in config_batch.cc.
 #include "zero/config.h"
 
+#include <cctype>
 #include <cerrno>
 #include <fstream>
 #include <sstream>
@@ -29,7 +30,6 @@ constexpr const char* kUnsupportedBlocks[] = {
     "data_types",
     "sparse_attention",
     "compression_training",
-    "communication_data_type",
     "dump_state",
     "disable_allgather",
 };
@@ -159,16 +159,40 @@ Status declare_unsupported_top_level(ObjectReader& r) {
   }
   for (const char* key : kUnsupportedBlocks) ZW_TRY(r.not_implemented(key, Json(), ""));
   const std::pair<const char*, Json> switches[] = {
-      {"steps_per_print", 10},
-      {"wall_clock_breakdown", false},
-      {"memory_breakdown", false},
-      {"prescale_gradients", false},
-      {"gradient_predivide_factor", 1.0},
-      {"sparse_gradients", false},
-      {"zero_allow_untested_optimizer", false},
-      {"zero_force_ds_cpu_optimizer", true},
+      {"steps_per_print", 10},     {"wall_clock_breakdown", false},          {"memory_breakdown", false},
+      {"sparse_gradients", false}, {"zero_allow_untested_optimizer", false}, {"zero_force_ds_cpu_optimizer", true},
   };
   for (const auto& [key, harmless] : switches) ZW_TRY(r.not_implemented(key, harmless, ""));
+  return Status();
+}
+
+// communication_data_type ("fp16" | "bf16" | "fp32", any case, as DeepSpeed lower-cases it; null = the model's),
+// prescale_gradients and gradient_predivide_factor.
+Status parse_grad_comm(ObjectReader& r, GradScalingConfig* out) {
+  std::string dtype;
+  ZW_TRY(r.read_string("communication_data_type", &dtype));
+  std::string lower = dtype;
+  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "fp16") {
+    out->comm_dtype = CommDataType::kFp16;
+  } else if (lower == "bf16") {
+    out->comm_dtype = CommDataType::kBf16;
+  } else if (lower == "fp32") {
+    out->comm_dtype = CommDataType::kFp32;
+  } else if (!dtype.empty()) {
+    return Status(Code::kInvalidArgument, "communication_data_type must be \"fp16\", \"bf16\" or \"fp32\", got \"" +
+                                              dtype + "\" (leave it out to reduce in the model's dtype)");
+  }
+  ZW_TRY(r.read_bool("prescale_gradients", &out->prescale_gradients));
+  ZW_TRY(r.read_double("gradient_predivide_factor", 0.0, &out->gradient_predivide_factor));
+  if (!(out->gradient_predivide_factor > 0))
+    return Status(Code::kInvalidArgument, "gradient_predivide_factor must be > 0, got " +
+                                              Json(out->gradient_predivide_factor).dump() + " (1.0 turns it off)");
+  if (out->prescale_gradients && out->gradient_predivide_factor != 1.0)
+    return Status(Code::kInvalidArgument,
+                  "gradient_predivide_factor = " + Json(out->gradient_predivide_factor).dump() +
+                      " has no effect with prescale_gradients = true (DeepSpeed then divides by the world size "
+                      "only); remove one of the two keys");
   return Status();
 }
 
@@ -183,6 +207,7 @@ Status parse_root(const Json& root, int world_size, std::string_view world_size_
   if (bf16)
     ZW_TRY(internal::parse_bf16(*bf16, r.has("bf16") ? "bf16" : "bfloat16", &config->explicit_keys, &config->bf16));
   ZW_TRY(r.read_double("gradient_clipping", 0.0, &config->gradient_clipping));
+  ZW_TRY(parse_grad_comm(r, &config->grad_comm));
   ZW_ASSIGN_OR_RETURN(const Json* optimizer, r.child("optimizer"));
   if (optimizer) ZW_TRY(internal::parse_optimizer(*optimizer, &config->explicit_keys, &config->optimizer));
   ZW_ASSIGN_OR_RETURN(const Json* scheduler, r.child("scheduler"));

@@ -85,6 +85,20 @@ struct Bf16Config {
   bool enabled = false;  // bf16 mixed precision (no loss scaling)
 };
 
+// "communication_data_type": the dtype gradients are reduce-scattered in. kModel (key absent or null) is DeepSpeed's
+// default: fp16 under fp16.enabled, bf16 under bf16.enabled, else fp32.
+enum class CommDataType { kModel, kFp16, kBf16, kFp32 };
+
+// How gradients are scaled around the reduce-scatter (DeepSpeed's "prescale_gradients" and
+// "gradient_predivide_factor"). ZeRO-3 divides every rank's gradient by world_size before the sum (DeepSpeed's
+// reduce_scatter_coalesced); without prescale_gradients it also divides by gradient_predivide_factor and multiplies
+// the result back by it, so that a 16-bit sum does not overflow.
+struct GradScalingConfig {
+  CommDataType comm_dtype = CommDataType::kModel;  // communication_data_type
+  bool prescale_gradients = false;                 // divide by world_size only (the predivide factor must stay 1)
+  double gradient_predivide_factor = 1.0;          // > 0; extra pre-division, undone after the sum
+};
+
 enum class OptimizerType { kNone, kAdam, kAdamW };
 
 struct OptimizerConfig {
@@ -119,6 +133,7 @@ struct ZeroConfig {
   Fp16Config fp16;                      // "fp16"
   Bf16Config bf16;                      // "bf16" (alias "bfloat16")
   double gradient_clipping = 0.0;       // global-norm clip, 0 = off
+  GradScalingConfig grad_comm;          // communication_data_type, prescale_gradients, gradient_predivide_factor
   OptimizerConfig optimizer;            // "optimizer"
   SchedulerConfig scheduler;            // "scheduler"
   std::set<std::string> explicit_keys;  // JSON paths set by the file; describe() marks the rest as defaults

@@ -87,6 +87,10 @@ void describe_training(const ZeroConfig& c, Printer& p) {
   }
   p.line("bf16.enabled", c.bf16.enabled);
   p.line("gradient_clipping", c.gradient_clipping);
+  const char* comm[] = {c.fp16.enabled ? "fp16" : c.bf16.enabled ? "bf16" : "fp32", "fp16", "bf16", "fp32"};
+  p.line("communication_data_type", std::string(comm[static_cast<int>(c.grad_comm.comm_dtype)]));
+  p.line("prescale_gradients", c.grad_comm.prescale_gradients);
+  p.line("gradient_predivide_factor", c.grad_comm.gradient_predivide_factor);
   const OptimizerConfig& o = c.optimizer;
   const char* names[] = {"none (caller-provided)", "Adam", "AdamW"};
   p.line("optimizer.type", std::string(names[static_cast<int>(o.type)]));

@@ -59,6 +59,24 @@ Result<std::unique_ptr<Engine>> Engine::create(Communicator& comm, const ZeroCon
                     : config.bf16.enabled ? DataType::kBFloat16
                                           : DataType::kFloat32;
   e->gas_ = int(std::max<int64_t>(1, config.batch.gradient_accumulation_steps));
+  const GradScalingConfig& g = config.grad_comm;
+  switch (g.comm_dtype) {
+    case CommDataType::kModel:
+      e->comm_dtype_ = e->model_dtype_;
+      break;
+    case CommDataType::kFp16:
+      e->comm_dtype_ = DataType::kFloat16;
+      break;
+    case CommDataType::kBf16:
+      e->comm_dtype_ = DataType::kBFloat16;
+      break;
+    case CommDataType::kFp32:
+      e->comm_dtype_ = DataType::kFloat32;
+      break;
+  }
+  // DeepSpeed's ZeRO-3 divides by the world size before the sum, and by gradient_predivide_factor unless
+  // prescale_gradients (the parser refuses both at once); the engine undoes it in the optimizer's grad_scale.
+  e->predivide_ = double(comm.size()) * (g.prescale_gradients ? 1.0 : g.gradient_predivide_factor);
   ZW_TRY(e->allocate());
   if (!options.declared_order.empty()) ZW_TRY(e->prefetch_->declare_order(options.declared_order));
   return e;
@@ -93,6 +111,8 @@ Status Engine::allocate() {
   GradReducerOptions ro;
   ro.reduce_bucket_numel = z.reduce_bucket_size;
   ro.overlap_comm = z.overlap_comm;
+  ro.comm_dtype = comm_dtype_;
+  ro.predivide = predivide_;
   ro.stream = options_.stream;
   ZW_ASSIGN_OR_RETURN(reducer_, GradReducer::create(comm_, pm_, MemRef::host(grad_acc_.data(), n * 4), ro));
   const EngineMemory mem = memory();
@@ -122,6 +142,17 @@ Status Engine::init_params(const std::function<Status(int unit, float* values)>&
     ZW_TRY(fill(u, full.data()));
     const int64_t S = pm_.shard_numel(u);
     std::memcpy(master + pm_.shard_offset(u), full.data() + int64_t(pm_.rank()) * S, size_t(S) * 4);
+  }
+  return refresh_model16();
+}
+
+Status Engine::init_shards(const std::function<Status(int unit, int64_t begin, int64_t count, float* out)>& fill) {
+  float* master = master_.as<float>();
+  for (int u = 0; u < pm_.num_units(); ++u) {
+    const int64_t S = pm_.shard_numel(u), first = int64_t(pm_.rank()) * S;
+    const int64_t count = std::clamp<int64_t>(pm_.unit(u).numel - first, 0, S);
+    std::fill(master + pm_.shard_offset(u), master + pm_.shard_offset(u) + S, 0.0f);
+    if (count > 0) ZW_TRY(fill(u, first, count, master + pm_.shard_offset(u)));
   }
   return refresh_model16();
 }
@@ -202,8 +233,9 @@ Result<StepResult> Engine::step(double lr) {
   ZW_ASSIGN_OR_RETURN(const bool overflow, global_overflow(comm_, std::span<const GradSpan>(&span, 1)));
   ZW_ASSIGN_OR_RETURN(const bool skip, scaler_.update(overflow));
   if (!skip) {
-    // The accumulated gradient is a sum over ranks and micro steps: divide it out with the loss scale.
-    const double divisor = step_loss_scale_ * double(pm_.world_size()) * double(gas_);
+    // The accumulated gradient is a sum over ranks (each pre-divided) and micro steps: divide it out with the loss
+    // scale (DeepSpeed's post-scaling by gradient_predivide_factor is the predivide_ / world_size here).
+    const double divisor = step_loss_scale_ * double(pm_.world_size()) * double(gas_) / predivide_;
     ZW_ASSIGN_OR_RETURN(const ClipResult clip, clip_grad_scale(comm_, std::span<const GradSpan>(&span, 1), divisor,
                                                                config_.gradient_clipping));
     r.grad_norm = clip.norm;

@@ -6,11 +6,14 @@
 // all-gathered (half the bytes) and converted to f32 for compute. A training micro step is
 //   begin_micro_step(); { fetch(u) ... release(u) }*; end_micro_step();
 // where fetch returns f32 views of the gathered unit (and, in backward, its full gradient buffer) and release
-// says when the unit's gradients are final, which starts their reduce-scatter while backward continues. After
-// gradient_accumulation_steps micro steps, step() checks overflow across ranks (loss_scaler.h), updates the loss
-// scale, computes the global norm with one all-reduce (grad_clip.h), and runs Adam/AdamW on the shard with
-// grad_scale = 1 / (loss_scale · world_size · gas · clip): the gradient is averaged over ranks and micro steps
-// there, not by rewriting it. An overflow skips the update (the step counter does not advance).
+// says when the unit's gradients are final: they are packed into a reduce_bucket_size bucket in the communication
+// dtype (communication_data_type; by default the model's 16-bit dtype under fp16/bf16), pre-divided as DeepSpeed
+// does (world_size · gradient_predivide_factor, or world_size with prescale_gradients), and a full bucket is
+// reduce-scattered while backward continues (grad_reducer.h). After gradient_accumulation_steps micro steps,
+// step() checks overflow across ranks (loss_scaler.h; a 16-bit sum that overflowed is inf in the f32 accumulator),
+// updates the loss scale, computes the global norm with one all-reduce (grad_clip.h), and runs Adam/AdamW on the
+// shard with grad_scale = predivide / (loss_scale · world_size · gas · clip): the gradient is averaged over ranks
+// and micro steps there, not by rewriting it. An overflow skips the update (the step counter does not advance).
 // Offload: with offload_optimizer.device = cpu the Adam step runs on a thread pool (EngineOptions::
 // optimizer_threads); without it, on the calling thread. Either way master, m, v and the gradient shard live in
 // pre-faulted huge-page host buffers (optim/pinned_buffer.h) and the step is the vectorized optim/cpu_adam.h
@@ -74,6 +77,9 @@ class Engine {
 
   // Fills this rank's shards: fill(u, values) writes unit u's full unpadded values (padding is preset to 0).
   Status init_params(const std::function<Status(int unit, float* values)>& fill);
+  // Fills this rank's shards only: fill(u, begin, count, out) writes unit u's unpadded elements [begin, begin + count)
+  // into out (this rank's part of the unit; padding is preset to 0). Every rank computes 1/world_size of the values.
+  Status init_shards(const std::function<Status(int unit, int64_t begin, int64_t count, float* out)>& fill);
 
   Status begin_micro_step();
   Result<UnitView> fetch(int unit, bool with_grads);
@@ -97,9 +103,13 @@ class Engine {
   int64_t optimizer_steps() const { return steps_; }
 
   double loss_scale() const { return scaler_.scale(); }
-  // This rank's gradient accumulator (f32 over its shard space): the sums over ranks and micro steps, still
-  // multiplied by the loss scale. Valid between the last micro step and step(), which zeroes it.
+  // This rank's gradient accumulator (f32 over its shard space): the sums over ranks of gradients divided by
+  // grad_predivide() and over micro steps, still multiplied by the loss scale. Valid between the last micro step
+  // and step(), which zeroes it.
   const float* grad_shard() const { return grad_acc_.as<float>(); }
+  // world_size · gradient_predivide_factor (world_size with prescale_gradients): DeepSpeed's pre-division.
+  double grad_predivide() const { return predivide_; }
+  DataType grad_comm_dtype() const { return comm_dtype_; }
   int micro_steps_per_step() const { return gas_; }
   const PartitionManager& partition() const { return pm_; }
   const PrefetchScheduler& prefetch() const { return *prefetch_; }
@@ -119,6 +129,8 @@ class Engine {
   LossScaler scaler_;
   PartitionManager pm_;
   DataType model_dtype_ = DataType::kFloat32;  // what is gathered: f32, f16 or bf16
+  DataType comm_dtype_ = DataType::kFloat32;   // what gradients are reduce-scattered in
+  double predivide_ = 1;                       // gradients are divided by this before the reduce-scatter
   PinnedBuffer master_, model16_, m_, v_, grad_acc_;
   std::unique_ptr<ThreadPool> threads_;
   std::unique_ptr<PrefetchScheduler> prefetch_;

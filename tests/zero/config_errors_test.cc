@@ -119,6 +119,20 @@ TEST(ZeroConfigUnsupported, KnownDeepSpeedOptionsZerowireLacks) {
              "fp16.auto_cast = true");
 }
 
+TEST(ZeroConfigRules, GradientCommunicationKeys) {
+  std::string m = error_of(R"({"train_batch_size": 8, "communication_data_type": "fp8"})");
+  EXPECT_HAS(m, "communication_data_type must be \"fp16\", \"bf16\" or \"fp32\", got \"fp8\"");
+  m = error_of(R"({"train_batch_size": 8, "communication_data_type": 16})");
+  EXPECT_HAS(m, "communication_data_type must be a string");
+  m = error_of(R"({"train_batch_size": 8, "gradient_predivide_factor": 0})");
+  EXPECT_HAS(m, "gradient_predivide_factor must be > 0, got 0");
+  m = error_of(R"({"train_batch_size": 8, "prescale_gradients": true, "gradient_predivide_factor": 8})");
+  EXPECT_HAS(m, "gradient_predivide_factor = 8.0 has no effect with prescale_gradients = true");
+  EXPECT_HAS(m, "remove one of the two keys");
+  m = error_of(R"({"train_batch_size": 8, "communication_data_typ": "fp16"})");
+  EXPECT_HAS(m, "did you mean \"communication_data_type\"");
+}
+
 TEST(ZeroConfigUnsupported, UnknownOptimizerAndSchedulerTypes) {
   std::string m = error_of(R"({"train_batch_size": 8, "optimizer": {"type": "Adamm"}})");
   EXPECT_HAS(m, "optimizer.type = \"Adamm\" is not an optimizer or scheduler zerowire knows; did you mean \"Adam\"?");

@@ -204,6 +204,29 @@ TEST(ZeroConfigDescribe, ShowsOptimizerAndScheduler) {
   EXPECT_NE(d.find("scheduler.params.warmup_num_steps = 1000  (default)"), std::string::npos) << d;
 }
 
+TEST(ZeroConfigGradComm, CommunicationDtypeAndPredivide) {
+  ZeroConfig c = parse_ok(R"({"train_batch_size": 8, "fp16": {"enabled": true}})");
+  EXPECT_EQ(c.grad_comm.comm_dtype, CommDataType::kModel);  // DeepSpeed: the model's dtype
+  EXPECT_FALSE(c.grad_comm.prescale_gradients);
+  EXPECT_EQ(c.grad_comm.gradient_predivide_factor, 1.0);
+  std::string d = describe(c);
+  EXPECT_NE(d.find("communication_data_type = fp16  (default)"), std::string::npos) << d;
+  EXPECT_NE(d.find("gradient_predivide_factor = 1  (default)"), std::string::npos) << d;
+  c = parse_ok(R"({"train_batch_size": 8, "bf16": {"enabled": true}, "communication_data_type": "FP32",
+      "gradient_predivide_factor": 4})");
+  EXPECT_EQ(c.grad_comm.comm_dtype, CommDataType::kFp32);  // lower-cased, as DeepSpeed does
+  EXPECT_EQ(c.grad_comm.gradient_predivide_factor, 4.0);
+  d = describe(c);
+  EXPECT_NE(d.find("communication_data_type = fp32\n"), std::string::npos) << d;
+  EXPECT_NE(d.find("gradient_predivide_factor = 4\n"), std::string::npos) << d;
+  c = parse_ok(R"({"train_batch_size": 8, "communication_data_type": "bf16", "prescale_gradients": true})");
+  EXPECT_EQ(c.grad_comm.comm_dtype, CommDataType::kBf16);
+  EXPECT_TRUE(c.grad_comm.prescale_gradients);
+  c = parse_ok(R"({"train_batch_size": 8, "communication_data_type": null})");  // null: unset, as in DeepSpeed
+  EXPECT_EQ(c.grad_comm.comm_dtype, CommDataType::kModel);
+  EXPECT_NE(describe(c).find("communication_data_type = fp32"), std::string::npos) << describe(c);
+}
+
 TEST(ZeroConfigLoad, ReadsAFileAndNamesThePathInErrors) {
   std::string dir = ::testing::TempDir();
   std::string good = dir + "/zw_zero_config_good_" + std::to_string(getpid()) + ".json";

@@ -1,8 +1,9 @@
 // tests/zero_engine/engine_test.cc — the engine with the GPT runner, ranks as threads:
 //  - one rank: loss and gradients equal GptModel's bit for bit, for several pool sizes and prefetch buckets, two of
 //    which re-gather units into other buffers for backward (tape rebinding, with released buffers NaN-poisoned);
-//  - 2 and 4 ranks: the reduce-scattered gradient shards equal the single-process gradient of the whole batch
-//    (stated tolerance: |d| <= 1e-6 + 1e-4·|ref|, summation order differs);
+//  - 2 and 4 ranks: the reduce-scattered gradient shards (times the pre-division / world size) equal the
+//    single-process gradient of the whole batch (stated tolerance: |d| <= 1e-6 + 1e-4·|ref|, summation order
+//    differs), reduced in one reduce-scatter (the default bucket holds every unit);
 //  - overlap: every unit but the first of a micro step is gathered while an earlier one computes (positions);
 //  - memory: per-rank parameter, Adam and gradient shard bytes are 1/N of the one-rank engine's (up to padding);
 //  - fp16: an inf weight (1e30 does not fit fp16) makes every gradient inf/nan: the step is skipped (parameters
@@ -14,105 +15,26 @@
 
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "tensor/gpt.h"
-#include "zero/engine_gpt.h"
+#include "zero_engine/gpt_fixture.h"
 #include "zero_engine/rank_threads.h"
 
 namespace zw::zero {
 namespace {
 
+using testing::Batch;
+using testing::ds_json;
+using testing::kModel;
+using testing::make_batch;
+using testing::make_rank;
+using testing::parse;
+using testing::Rank;
+using testing::reference;
+using testing::Reference;
+using testing::reference_shard;
 using testing::run_ranks;
-
-const tensor::GptConfig kModel{2, 32, 2, 16, 64};  // layers, d_model, heads, seq, vocab
-
-ZeroConfig parse(const std::string& json, int world) {
-  auto c = parse_zero_config(json, world, "test");
-  EXPECT_TRUE(c.ok()) << c.status().to_string();
-  return c.ok() ? c.value() : ZeroConfig{};
-}
-
-std::string ds_json(int batch, int gas, const std::string& zero_extra, const std::string& top_extra = "") {
-  return "{\"train_batch_size\": " + std::to_string(batch) +
-         ", \"gradient_accumulation_steps\": " + std::to_string(gas) + ", \"zero_optimization\": {\"stage\": 3" +
-         zero_extra + "}" + top_extra + "}";
-}
-
-struct Batch {
-  std::vector<int32_t> tokens, targets;
-};
-Batch make_batch(int rows, int T, int V, uint32_t seed) {
-  std::mt19937 rng(seed);
-  Batch b;
-  for (int i = 0; i < rows * T; ++i) {
-    b.tokens.push_back(int32_t(rng() % V));
-    b.targets.push_back(int32_t(rng() % V));
-  }
-  return b;
-}
-
-// The single-process reference: GptModel over a flat buffer, initialized as the engine is.
-struct Reference {
-  tensor::GptLayout layout;
-  std::unique_ptr<tensor::GptModel> model;
-  tensor::OwnedTensor params, grads;
-  float loss = 0;
-};
-Reference reference(int world, const Batch& b, int rows, const tensor::GptConfig& model = kModel) {
-  Reference r;
-  r.layout = tensor::make_gpt_layout(model, size_t(world) * 16).value();
-  r.model = std::move(tensor::GptModel::create(r.layout, rows, model.max_seq_len).value());
-  const tensor::Shape flat{int64_t(r.layout.total_numel)};
-  r.params = std::move(tensor::OwnedTensor::zeros(DataType::kFloat32, flat).value());
-  r.grads = std::move(tensor::OwnedTensor::zeros(DataType::kFloat32, flat).value());
-  EXPECT_TRUE(tensor::init_gpt_params(r.layout, 5, r.params).ok());
-  EXPECT_TRUE(r.model->bind_flat(r.params.tensor().mem, r.grads.tensor().mem).ok());
-  r.loss = r.model->forward(b.tokens.data(), b.targets.data()).value();
-  EXPECT_TRUE(r.model->backward().ok());
-  return r;
-}
-
-// An engine + runner on this rank, parameters copied from the reference's init.
-struct Rank {
-  std::unique_ptr<Engine> engine;
-  std::unique_ptr<ZeroGpt> model;
-};
-Rank make_rank(Communicator& comm, const ZeroConfig& cfg, const Reference& ref, int micro_batch) {
-  Rank r;
-  EngineOptions eo;
-  eo.poison_released = true;  // a view into a buffer whose unit left reads NaN
-  eo.declared_order = ZeroGpt::unit_order(ref.layout);
-  auto e = Engine::create(comm, cfg, PartitionManager::gpt_units(ref.layout), eo);
-  EXPECT_TRUE(e.ok()) << e.status().to_string();
-  if (!e.ok()) return r;
-  r.engine = std::move(e.value());
-  const float* init = ref.params.data<float>();
-  EXPECT_TRUE(r.engine
-                  ->init_params([&](int u, float* v) {
-                    const tensor::Unit& unit = ref.layout.units[u];
-                    std::memcpy(v, init + unit.offset, unit.numel * 4);
-                    return Status();
-                  })
-                  .ok());
-  auto m = ZeroGpt::create(*r.engine, ref.layout, micro_batch, kModel.max_seq_len);
-  EXPECT_TRUE(m.ok()) << m.status().to_string();
-  if (m.ok()) r.model = std::move(m.value());
-  return r;
-}
-
-// The reference gradient in this rank's shard space.
-std::vector<float> reference_shard(const Reference& ref, const PartitionManager& pm) {
-  std::vector<float> out(size_t(pm.total_shard_numel()));
-  for (int u = 0; u < pm.num_units(); ++u) {
-    const int64_t S = pm.shard_numel(u);
-    const float* g = ref.grads.data<float>() + ref.layout.units[u].offset + int64_t(pm.rank()) * S;
-    std::memcpy(out.data() + pm.shard_offset(u), g, size_t(S) * 4);
-  }
-  return out;
-}
 
 struct PoolCase {
   int layers;        // transformer blocks
@@ -160,8 +82,7 @@ TEST_P(ManyRanks, ReducedGradientShardsEqualTheWholeBatchGradient) {
   const Batch b = make_batch(world * mb, kModel.max_seq_len, kModel.vocab_size, 12);
   const Reference ref = reference(world, b, world * mb);
   run_ranks(world, [&](int rank, Communicator& comm) {
-    const ZeroConfig cfg =
-        parse(ds_json(world * mb, 1, ", \"stage3_param_persistence_threshold\": 0, \"reduce_bucket_size\": 1"), world);
+    const ZeroConfig cfg = parse(ds_json(world * mb, 1, ", \"stage3_param_persistence_threshold\": 0"), world);
     Rank r = make_rank(comm, cfg, ref, mb);
     ASSERT_TRUE(r.model);
     const size_t off = size_t(rank) * mb * kModel.max_seq_len;
@@ -170,10 +91,12 @@ TEST_P(ManyRanks, ReducedGradientShardsEqualTheWholeBatchGradient) {
     const std::vector<float> want = reference_shard(ref, r.engine->partition());
     const float* got = r.engine->grad_shard();
     for (size_t i = 0; i < want.size(); ++i) {
-      const float g = got[i] / float(world);  // the accumulator holds the sum over ranks
+      // The accumulator holds the sum over ranks of gradients pre-divided by world_size (DeepSpeed's ZeRO-3).
+      const float g = float(got[i] * r.engine->grad_predivide() / world);
       ASSERT_LE(std::fabs(g - want[i]), 1e-6 + 1e-4 * std::fabs(want[i])) << "rank " << rank << " element " << i;
     }
-    EXPECT_EQ(r.engine->reducer().stats().reduces, int64_t(kModel.num_layers + 2));
+    EXPECT_EQ(r.engine->grad_predivide(), double(world));
+    EXPECT_EQ(r.engine->reducer().stats().reduces, 1);  // the default 5e8-element bucket holds every unit
     auto step = r.engine->step(1e-3);
     ASSERT_TRUE(step.ok()) << step.status().to_string();
     EXPECT_FALSE(step->skipped);
@@ -213,7 +136,7 @@ TEST(Overlap, GptUnitsArePrefetchedBeforeUse) {
       EXPECT_GE(prefetched, 2 * model.num_layers);  // every block, forward and backward
     }
     EXPECT_EQ(r.engine->prefetch().stats().on_demand, 2);  // the first use of each micro step
-    EXPECT_EQ(r.engine->reducer().stats().reduces, 2 * (model.num_layers + 2));
+    EXPECT_EQ(r.engine->reducer().stats().reduces, 2);  // one bucket (every unit) per micro step
     ASSERT_TRUE(r.engine->step(1e-3).ok());
   });
 }

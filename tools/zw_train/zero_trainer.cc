@@ -20,6 +20,7 @@
 #include "zw_train/data.h"
 #include "zw_train/metrics.h"
 #include "zw_train/optim.h"
+#include "zw_train/zero_init.h"
 #include "zw_train/zero_sample.h"
 
 namespace zw::train {
@@ -80,14 +81,9 @@ Status ZeroTrainer::make_engine() {
   eo.adam.adam_w_mode = true;
   eo.optimizer_threads = 1;  // ranks already share the cores
   ZW_ASSIGN_OR_RETURN(engine_, zero::Engine::create(comm_, ds_, zero::PartitionManager::gpt_units(layout_), eo));
-  // Each unit draws its init from its own stream (gpt_layout.h): a layout holding only unit u reproduces it.
-  ZW_TRY(engine_->init_params([&](int u, float* values) -> Status {
-    tensor::GptLayout one = layout_;
-    for (size_t i = 0; i < one.units.size(); ++i)
-      if (int(i) != u) one.units[i].slots.clear(), one.units[i].numel = one.units[i].padded_numel = 0;
-    one.total_numel = 0;
-    for (tensor::Unit& unit : one.units) unit.offset = one.total_numel, one.total_numel += unit.padded_numel;
-    return tensor::init_gpt_params(one, c_.seed, tensor::Tensor::host(values, tensor::Shape{int64_t(one.total_numel)}));
+  // Each rank computes only its shard of the initial values, bit-identical to init_gpt_params (zero_init.h).
+  ZW_TRY(engine_->init_shards([&](int u, int64_t begin, int64_t count, float* out) {
+    return init_gpt_slice(layout_, c_.seed, u, begin, count, out);
   }));
   ZW_ASSIGN_OR_RETURN(model_, zero::ZeroGpt::create(*engine_, layout_, mb_, c_.model.max_seq_len));
   return Status();
@@ -267,9 +263,11 @@ Result<TrainReport> ZeroTrainer::run() {
     const zero::GradReducerStats& g = engine_->reducer().stats();
     std::printf(
         "zw_train: rank 0: %lld all-gathers (%lld prefetched, %lld on demand, %lld persistent), %.2f s "
-        "waiting; %lld reduce-scatters (%lld overlapped with backward), %.2f s waiting\n",
+        "waiting; %lld reduce-scatters in %s (%.1f MiB, %lld overlapped with backward, %lld units split), %.2f s "
+        "waiting\n",
         (long long)p.gathers, (long long)p.prefetched, (long long)p.on_demand, (long long)p.persistent_gathers,
-        p.wait_s, (long long)g.reduces, (long long)g.overlapped, g.wait_s);
+        p.wait_s, (long long)g.reduces, dtype_name(engine_->grad_comm_dtype()), double(g.reduced_bytes) / (1 << 20),
+        (long long)g.overlapped, (long long)g.split_units, g.wait_s);
   }
   return report;
 }
