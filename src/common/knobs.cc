@@ -54,6 +54,7 @@ const Row kKnobTable[] = {
   {{"ZW_IB_REG_CACHE", KnobType::kString, "auto", "how the verbs registration cache detects freed/remapped memory: pagemap (compare page frames; needs CAP_SYS_ADMIN), trust (address only: never free a buffer given to collectives), auto (pagemap if readable, else trust with a warning)", false}, &Knobs::ib_reg_cache},
   {{"ZW_IB_REG_CACHE_BYTES", KnobType::kBytes, "8G", "registered bytes the verbs registration cache keeps for reuse (LRU beyond)", false}, &Knobs::ib_reg_cache_bytes},
   {{"ZW_IB_REG_CACHE_ENTRIES", KnobType::kInt, "256", "registrations the verbs registration cache keeps for reuse (LRU beyond)", false}, &Knobs::ib_reg_cache_entries},
+  {{"ZW_IB_USE_RDMA_CM", KnobType::kInt, "0", "1 = connect verbs QPs through librdmacm (rdma_cm: address and route resolution, CM connect/accept) instead of the QP numbers exchanged through the store; needs a build with librdmacm and an IP address on the RDMA port's netdev", false}, &Knobs::ib_use_rdma_cm},
   {{"ZW_CUDA_BLOCKS", KnobType::kInt, "0", "thread blocks per GPU collective kernel; 0 = chosen by size (at most the SMs / ranks sharing the GPU)", false}, &Knobs::cuda_blocks},
   {{"ZW_CUDA_THREADS", KnobType::kInt, "512", "threads per block of the GPU collective kernels (64..1024, a multiple of 32)", false}, &Knobs::cuda_threads},
   {{"ZW_CUDA_IPC_CACHE", KnobType::kInt, "256", "peer device allocations kept mapped per communicator (least recently used closed first)", false}, &Knobs::cuda_ipc_cache},

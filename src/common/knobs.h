@@ -45,6 +45,7 @@ struct Knobs {
   std::string ib_reg_cache;       // ZW_IB_REG_CACHE: auto, pagemap or trust
   int64_t ib_reg_cache_bytes;     // ZW_IB_REG_CACHE_BYTES: bytes kept registered for reuse
   int64_t ib_reg_cache_entries;   // ZW_IB_REG_CACHE_ENTRIES: registrations kept for reuse
+  int64_t ib_use_rdma_cm;         // ZW_IB_USE_RDMA_CM: 1 = connect verbs QPs through librdmacm
   int64_t cuda_blocks;          // ZW_CUDA_BLOCKS: thread blocks of a GPU collective kernel (0: by size)
   int64_t cuda_threads;         // ZW_CUDA_THREADS: threads per block of a GPU collective kernel
   int64_t cuda_ipc_cache;       // ZW_CUDA_IPC_CACHE: peer allocations kept mapped (LRU) per communicator

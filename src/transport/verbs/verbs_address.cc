@@ -65,6 +65,7 @@ std::string VerbsAddress::to_string() const {
   }
   if (qps != 1) out += ";qps=" + std::to_string(qps);
   if (!live.empty()) out += ";live=" + live;
+  if (!cm.empty()) out += ";cm=" + cm;
   return out;
 }
 
@@ -101,6 +102,7 @@ Result<VerbsAddress> VerbsAddress::parse(const std::string& text) {
       a.qpn.size() / static_cast<size_t>(a.qps) <= static_cast<size_t>(a.rank))
     return malformed(text, "bad qpn list");
   a.live = fields.count("live") ? fields["live"] : "";
+  a.cm = fields.count("cm") ? fields["cm"] : "";
   return a;
 }
 

@@ -8,9 +8,11 @@
 // RDMA-write how many of its messages we consumed (see verbs_connection.h).
 // Text form (one line, ';'-separated key=value pairs after "verbs:"):
 //   verbs:rank=1;host=node1;dev=mlx5_0:1;lid=7;gid=<32 hex>;eth=1;mtu=3;psn=4660;credit=7f12a000/1234;qpn=17,0,18;
-//   qps=1;live=10.0.0.2:41234
-// (credit slots and QP numbers are indexed peer * qps + i; qps and live are optional: 1 and none).
-// Non-goals: rdma_cm, connecting lazily (all QPs exist from listen() on), versioning beyond the prefix.
+//   qps=1;live=10.0.0.2:41234;cm=10.0.0.2:45678
+// (credit slots and QP numbers are indexed peer * qps + i; qps, live and cm are optional: 1, none, none).
+// With ZW_IB_USE_RDMA_CM=1 the address also names the rank's rdma_cm listener (cm=ip:port, [v6]:port); the QPs
+// are then connected through rdma_cm (verbs_rdma_cm.h) and the qpn list and psn are not used.
+// Non-goals: connecting lazily (all QPs exist from listen() on), versioning beyond the prefix.
 #pragma once
 
 #include <array>
@@ -36,6 +38,7 @@ struct VerbsAddress {
   int qps = 1;                    // RC QPs per peer (ZW_IB_QPS_PER_CONNECTION); both ranks must agree
   std::vector<uint32_t> qpn;      // [peer * qps + i]: QP i reserved for that peer (0 for itself)
   std::string live;               // host:port of its liveness listener (verbs_liveness.h)
+  std::string cm;                 // ip:port of its rdma_cm listener; empty = it connects without rdma_cm
 
   std::string to_string() const;
   // Parses the text form; a malformed address is kInvalidArgument quoting it.

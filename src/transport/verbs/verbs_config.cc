@@ -24,6 +24,7 @@ const VerbsConfig& verbs_config() {
                                                     : MappingCheck::kAuto;
     c.reg_cache.max_bytes = static_cast<size_t>(std::max<int64_t>(k.ib_reg_cache_bytes, 0));
     c.reg_cache.max_entries = static_cast<size_t>(std::max<int64_t>(k.ib_reg_cache_entries, 0));
+    c.use_rdma_cm = k.ib_use_rdma_cm != 0;
     return c;
   }();
   return config;
@@ -46,6 +47,14 @@ Status check_verbs_config(const VerbsConfig& c) {
       return Status(Code::kInvalidArgument, std::string(r.name) + "=" + std::to_string(r.value) + " is outside " +
                                                 std::to_string(r.lo) + ".." + std::to_string(r.hi));
   return Status();
+}
+
+Status check_rdma_cm_support(const VerbsConfig& config, bool built_with_rdmacm) {
+  if (!config.use_rdma_cm || built_with_rdmacm) return Status();
+  return Status(Code::kUnsupported,
+                "ZW_IB_USE_RDMA_CM=1 asks for rdma_cm connection setup, but this build of zerowire has no librdmacm "
+                "(librdmacm-dev was not found when cmake configured it): install librdmacm-dev and rebuild, or "
+                "unset ZW_IB_USE_RDMA_CM to connect the QPs through the bootstrap store");
 }
 
 }  // namespace zw::transport::verbs

@@ -34,6 +34,7 @@ struct VerbsConfig {
   int service_level = 0;       // ZW_IB_SL: InfiniBand service level / RoCE priority
   int qps_per_connection = 1;  // ZW_IB_QPS_PER_CONNECTION: RC QPs per peer; writes >= 64 KiB are striped
   RegCacheConfig reg_cache;    // ZW_IB_REG_CACHE*: the registration cache
+  bool use_rdma_cm = false;    // ZW_IB_USE_RDMA_CM: connect the QPs through librdmacm (verbs_rdma_cm.h)
 };
 
 // The process's settings (environment, parsed once).
@@ -41,5 +42,9 @@ const VerbsConfig& verbs_config();
 
 // kInvalidArgument naming the knob when a value is outside what the hardware accepts (e.g. ZW_IB_TIMEOUT=40).
 Status check_verbs_config(const VerbsConfig& config);
+
+// kUnsupported, saying what to do, when config.use_rdma_cm asks for rdma_cm in a build without librdmacm
+// (`built_with_rdmacm` is ZW_HAVE_RDMACM; a parameter so that both answers are tested in any build).
+Status check_rdma_cm_support(const VerbsConfig& config, bool built_with_rdmacm);
 
 }  // namespace zw::transport::verbs

@@ -145,7 +145,45 @@ Status VerbsConnection::connect(const VerbsAddress& peer, uint32_t dest_qpn, con
   return Status();
 }
 
+Status VerbsConnection::connect_cm(ibv_qp_attr rtr, int rtr_mask, ibv_qp_attr rts, int rts_mask,
+                                   const CreditTarget& credit, const std::string& peer_host) {
+  std::lock_guard<std::mutex> lock(mu_);
+  peer_host_ = peer_host;
+  if (rtr.ah_attr.is_global && config_.traffic_class != 0)
+    rtr.ah_attr.grh.traffic_class = static_cast<uint8_t>(config_.traffic_class);
+  if (config_.service_level != 0) rtr.ah_attr.sl = static_cast<uint8_t>(config_.service_level);
+  int err = ibv_modify_qp(qp_, &rtr, rtr_mask);
+  if (err != 0)
+    return system_error("moving the QP for " + peer_desc() + " to RTR with the attributes rdma_cm computed " +
+                            "(remote qpn " + std::to_string(rtr.dest_qp_num) + ")",
+                        err);
+  rts.timeout = static_cast<uint8_t>(config_.timeout);
+  rts.retry_cnt = static_cast<uint8_t>(config_.retry_cnt);
+  rts.rnr_retry = 0;  // as in connect(): flow control guarantees a posted receive
+  err = ibv_modify_qp(qp_, &rts, rts_mask | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
+  if (err != 0) return system_error("moving the QP for " + peer_desc() + " to RTS (rdma_cm)", err);
+  credit_target_ = credit;
+  ZW_INFO(kVerbs, "qp %u in RTS towards rank %d qp %u through rdma_cm (%s)", qp_->qp_num, peer_, rtr.dest_qp_num,
+          peer_host_.c_str());
+  return Status();
+}
+
+void VerbsConnection::mark_connected() {
+  connected_.store(true, std::memory_order_release);
+  ZW_INFO(kVerbs, "qp %u connected to rank %d through rdma_cm", qp_->qp_num, peer_);
+}
+
 Status VerbsConnection::wait_connected(Deadline deadline) {
+  while (!connected_.load(std::memory_order_acquire)) {  // rdma_cm: the CM thread connects the QP
+    ZW_TRY(error());
+    if (deadline.expired()) {
+      std::lock_guard<std::mutex> lock(mu_);  // peer_host_ is written by the CM thread
+      return Status(Code::kTimeout, "timed out waiting for the rdma_cm connection with " + peer_desc() +
+                                        " to be established: is that rank running and did it call connect() for "
+                                        "rank " + std::to_string(rank_) + "? (ZW_DEBUG=INFO shows the CM events)");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
   std::unique_lock<std::mutex> lock(mu_);
   ZW_TRY(error());
   if (!hello_sent_) ZW_TRY(send_hello_locked());

@@ -14,8 +14,9 @@
 //   - a part of a write striped over several QPs (ZW_IB_QPS_PER_CONNECTION > 1, see verbs_endpoint.h): the same
 //     WRITE(s) followed by a {kPart, notify} SEND, which poll() hands to the endpoint flagged as a part.
 //   - wait_connected(): a signaled SEND of {kHello}; its successful completion means the peer's QP acknowledged
-//     it, i.e. the peer called connect() (its QP is in RTR). Until then the QP retransmits the hello every ack
-//     timeout (4.096 us * 2^ZW_IB_TIMEOUT), so a peer that connects late delays the pair by up to one timeout.
+//     it, i.e. the peer called connect() (its QP is in RTR; with rdma_cm, the CM exchange is over on both
+//     sides). Until then the QP retransmits the hello every ack timeout (4.096 us * 2^ZW_IB_TIMEOUT), so a peer
+//     that connects late delays the pair by up to one timeout.
 // Flow control: the receiver keeps kRecvDepth receives posted and re-posts each buffer as soon as it has
 // copied the message out. The sender counts SENDs posted; the receiver counts SENDs consumed and RDMA-writes
 // that cumulative count into the sender's credit word (registered memory published in the address) every
@@ -88,8 +89,15 @@ class VerbsConnection {
 
   // Moves the QP to RTR and RTS towards the peer's QP `dest_qpn` (transport's connect()).
   Status connect(const VerbsAddress& peer_address, uint32_t dest_qpn, const CreditTarget& credit);
+  // The rdma_cm path (verbs_rdma_cm.h): moves the QP to RTR and RTS with the attributes rdma_cm computed
+  // (rdma_init_qp_attr) plus our ZW_IB_TIMEOUT/RETRY_CNT (and ZW_IB_TC/SL when set) and no RNR retry.
+  // connected() stays false until mark_connected(): the CM exchange is not over, the peer's QP may not be ready.
+  Status connect_cm(ibv_qp_attr rtr, int rtr_mask, ibv_qp_attr rts, int rts_mask, const CreditTarget& credit,
+                    const std::string& peer_host);
+  void mark_connected();
 
   // --- endpoint thread ---
+  // Waits until the QP is connected (rdma_cm: until the CM exchange is over), then for the peer's hello ack.
   Status wait_connected(Deadline deadline);
   Status post_write(const VerbsMemoryRegion& local, size_t local_offset, const VerbsRemoteKey& key,
                     size_t remote_offset, size_t bytes, uint64_t notify, bool part = false);

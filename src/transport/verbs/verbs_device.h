@@ -6,7 +6,7 @@
 // automatically unless ZW_IB_GID_INDEX says otherwise: RoCE v2 with an IPv4-mapped address first, then RoCE v2
 // IPv6, then RoCE v1, never a link-local fe80:: GID (it does not route); the choice and the reason are logged.
 // The filter parser and the GID choice are pure functions so that they are tested without hardware.
-// Non-goals: several devices or ports per transport (multi-rail), rdma_cm address resolution, device memory.
+// Non-goals: several devices or ports per transport (multi-rail), device memory (rdma_cm: verbs_cm_wire.h).
 #pragma once
 
 #include <infiniband/verbs.h>

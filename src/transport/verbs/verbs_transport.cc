@@ -20,7 +20,9 @@
 #include "transport/verbs/verbs_gpudirect.h"
 #include "transport/verbs/verbs_liveness.h"
 #include "transport/verbs/verbs_memory_region.h"
+#include "transport/verbs/verbs_rdma_cm.h"
 #include "transport/verbs/verbs_reg_cache.h"
+#include "zerowire/config.h"
 
 namespace zw::transport {
 namespace {
@@ -95,6 +97,7 @@ class VerbsTransport final : public Transport {
   int wake_fd_ = -1;                                    // eventfd: a peer died, wake wait_for_activity
   std::thread async_thread_;                            // reads ibv_get_async_event
   std::unique_ptr<verbs::LivenessMonitor> liveness_;    // side TCP connections that detect dead peers
+  std::unique_ptr<verbs::RdmaCm> cm_;                   // ZW_IB_USE_RDMA_CM=1: connects the QPs (else null)
 };
 
 VerbsTransport::~VerbsTransport() {
@@ -105,6 +108,7 @@ VerbsTransport::~VerbsTransport() {
     (void)n;
     async_thread_.join();
   }
+  cm_.reset();  // stops the CM thread before the connections it touches go
   if (stop_fd_ >= 0) ::close(stop_fd_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
@@ -153,6 +157,19 @@ Result<std::string> VerbsTransport::listen() {
     for (auto& c : list) raw.push_back(c.get());
     for (auto& c : list) c->set_siblings(raw);
   }
+  if (config_.use_rdma_cm) {
+#if ZW_HAVE_RDMACM
+    const verbs::CmSettings cm{.rank = options_.rank,
+                               .world_size = options_.world_size,
+                               .qps = qps_,
+                               .job_id = options_.job_id,
+                               .credit_addr = address.credit_addr,
+                               .credit_rkey = address.credit_rkey,
+                               .retry_cnt = config_.retry_cnt};
+    ZW_ASSIGN_OR_RETURN(cm_, verbs::start_rdma_cm(device_, cm, conns_));
+    address.cm = cm_->address();
+#endif
+  }
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (stop_fd_ < 0 || wake_fd_ < 0) return system_error("eventfd for the verbs transport", errno);
@@ -185,7 +202,16 @@ Result<std::unique_ptr<Endpoint>> VerbsTransport::connect(int peer_rank, const s
                                               " but rank " + std::to_string(options_.rank) + " uses " +
                                               std::to_string(qps_) + ": set the same value on every rank");
   auto& list = conns_[static_cast<size_t>(peer_rank)];
-  for (int q = 0; q < qps_; ++q) {
+  if (parsed->cm.empty() == (cm_ != nullptr))
+    return Status(Code::kInvalidArgument,
+                  peer + (cm_ ? " does not use rdma_cm but rank " : " connects through rdma_cm but rank ") +
+                      std::to_string(options_.rank) + (cm_ ? " does" : " does not") +
+                      ": set the same ZW_IB_USE_RDMA_CM on every rank");
+  if (cm_ && options_.rank < peer_rank) {  // the lower rank connects; the higher one's CM thread accepts
+    Status st = cm_->connect(peer_rank, parsed->cm);
+    if (!st.ok()) return st.with_context("cannot connect to " + peer).at(__FILE__, __LINE__);
+  }
+  for (int q = 0; q < qps_ && !cm_; ++q) {
     const size_t slot = static_cast<size_t>(options_.rank * qps_ + q);
     if (parsed->qpn[slot] == 0)
       return Status(Code::kInvalidArgument, "the address of " + peer + " reserves no QP for rank " +
@@ -312,6 +338,9 @@ void VerbsTransport::handle_async_event(const ibv_async_event& event) {
                                                                "adapter error); check the cable/switch and dmesg"),
                            false);
       return;
+    case IBV_EVENT_COMM_EST:  // data before the CM's RTU (rdma_cm only)
+      if (cm_) cm_->notify_established(event.element.qp);
+      return;
     default:
       ZW_INFO(kVerbs, "%s", what.c_str());
   }
@@ -329,6 +358,7 @@ Result<std::unique_ptr<Transport>> create_verbs_transport(const TransportOptions
     return Status(Code::kInvalidArgument, "verbs transport: rank " + std::to_string(options.rank) +
                                               " is not within a world of " + std::to_string(options.world_size));
   ZW_TRY(verbs::check_verbs_config(config));
+  ZW_TRY(verbs::check_rdma_cm_support(config, ZW_HAVE_RDMACM != 0));
   ZW_ASSIGN_OR_RETURN(auto device, verbs::VerbsDevice::open(config));
   ZW_ASSIGN_OR_RETURN(auto cache, verbs::VerbsRegCache::create(device, config.reg_cache));
   const verbs::GpuDirectMode gpudirect = verbs::detect_gpudirect(device->pd()).mode;

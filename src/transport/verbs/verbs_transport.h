@@ -12,7 +12,9 @@
 // Host memory goes through the registration cache (verbs_reg_cache.h): one MR per buffer, reused, LRU-evicted,
 // and registered again when the memory behind an address changed. CUDA device memory is registered through
 // GPUDirect RDMA when the process can (verbs_gpudirect.h, detected at creation; Caps::device_memory says so).
-// Non-goals: several ports (rails), rdma_cm, connecting lazily (all QPs exist from listen() on), staging device
+// With ZW_IB_USE_RDMA_CM=1 (builds with librdmacm) the same QPs are connected through rdma_cm instead, the lower
+// rank of each pair connecting and the higher accepting (verbs_rdma_cm.h); everything after connecting is shared.
+// Non-goals: several ports (rails), connecting lazily (all QPs exist from listen() on), staging device
 // memory through host buffers (the layer above does that when Caps::device_memory is false).
 #pragma once
 

@@ -196,7 +196,9 @@ bool write_after_reallocation_lands(MappingCheck check) {
   Status st = w->e(1, 0).write(**src_mr, 0, (*dst)->remote_key(), 0, bytes, 42);
   auto m = st.ok() ? next_message(w->t(0), w->e(0, 1), Deadline::after_seconds(60)) : Result<Message>(st);
   EXPECT_TRUE(m.ok()) << m.status().to_string();
-  if (m.ok()) EXPECT_EQ(m->notify, 42u);
+  if (m.ok()) {
+    EXPECT_EQ(m->notify, 42u);
+  }
   bool landed = std::memcmp(p, src.data(), bytes) == 0;
   dst->reset();
   ::munmap(p, bytes);
