@@ -48,8 +48,10 @@ Status parse_offload(ObjectReader& parent, const char* key, int stage, std::set<
     out->device = OffloadDevice::kCpu;
   } else if (device == "nvme") {
     return Status(Code::kUnsupported, r.path_of("device") +
-                                          " = \"nvme\" is a known DeepSpeed option that zerowire "
-                                          "does not implement yet; use \"cpu\" or \"none\"");
+                                          " = \"nvme\" is a known DeepSpeed option that zerowire does not "
+                                          "implement yet: NVMe offload is not implemented; use \"cpu\" (or "
+                                          "\"none\", the same here: the engine keeps " +
+                                          (is_param ? "parameters" : "optimizer state") + " in host memory)");
   } else {
     return Status(Code::kInvalidArgument,
                   r.path_of("device") + " must be \"none\", \"cpu\" or \"nvme\", got \"" + device + "\"");
@@ -138,7 +140,7 @@ Status parse_zero_optimization(ObjectReader& root, ZeroConfig* config) {
   ZW_TRY(r.read_int("allgather_bucket_size", elements, 0, &z.allgather_bucket_size));
   z.overlap_comm = z.stage == 3;  // DeepSpeed's default depends on the stage
   ZW_TRY(r.read_bool("overlap_comm", &z.overlap_comm));
-  ZW_TRY(r.read_int("sub_group_size", elements, 0, &z.sub_group_size));
+  ZW_TRY(r.read_int("sub_group_size", elements, 1, &z.sub_group_size));
   ZW_TRY(r.read_bool("ignore_unused_parameters", &z.ignore_unused_parameters));
   ZW_TRY(parse_stage3_keys(r, &z));
   ZW_TRY(declare_unsupported_zero_keys(r));

@@ -30,16 +30,26 @@ std::string format_double(double v) {
 class Printer {
  public:
   explicit Printer(const ZeroConfig& c) : c_(c) {}
-  void line(const std::string& path, const std::string& value) {
+  // `note` (optional) says what the engine does with the value; it follows the (default)/(inferred) mark.
+  void line(const std::string& path, const std::string& value, const std::string& note = "") {
     bool inferred = c_.batch.inferred.count(path) > 0;
     bool given = c_.explicit_keys.count(path) > 0;
-    out_ += path + " = " + value + (inferred ? "  (inferred)" : given ? "" : "  (default)") + "\n";
+    out_ += path + " = " + value +
+            (inferred ? "  (inferred)"
+             : given  ? ""
+                      : "  (default)") +
+            (note.empty() ? "" : "  # " + note) + "\n";
   }
   void line(const std::string& path, bool v) { line(path, std::string(v ? "true" : "false")); }
-  void line(const std::string& path, int64_t v) { line(path, std::to_string(v)); }
+  void line(const std::string& path, int64_t v, const std::string& note = "") { line(path, std::to_string(v), note); }
   void line(const std::string& path, double v) { line(path, format_double(v)); }
   void offload(const std::string& path, const OffloadConfig& o, bool is_param) {
-    line(path + ".device", std::string(device_name(o.device)));
+    const char* what = is_param ? "parameter shards" : "master weights and Adam state";
+    line(path + ".device", std::string(device_name(o.device)),
+         std::string(what) + " are in host memory either way" +
+             (is_param                          ? ""
+              : o.device == OffloadDevice::kCpu ? "; Adam runs on a thread pool"
+                                                : "; Adam runs on the calling thread"));
     line(path + ".pin_memory", o.pin_memory);
     line(path + ".buffer_count", o.buffer_count);
     if (is_param) {
@@ -63,12 +73,13 @@ void describe_zero(const ZeroOptimizationConfig& z, Printer& p) {
   p.line(s + "allgather_partitions", z.allgather_partitions);
   p.line(s + "allgather_bucket_size", z.allgather_bucket_size);
   p.line(s + "overlap_comm", z.overlap_comm);
-  p.line(s + "sub_group_size", z.sub_group_size);
+  p.line(s + "sub_group_size", z.sub_group_size, "optimizer step in groups of at most this many shard elements");
   p.line(s + "stage3_prefetch_bucket_size", z.prefetch_bucket_size);
   p.line(s + "stage3_param_persistence_threshold", z.param_persistence_threshold);
   p.line(s + "stage3_model_persistence_threshold", z.model_persistence_threshold);
   p.line(s + "stage3_max_live_parameters", z.max_live_parameters);
-  p.line(s + "stage3_max_reuse_distance", z.max_reuse_distance);
+  p.line(s + "stage3_max_reuse_distance", z.max_reuse_distance,
+         "a unit used again within this many elements stays gathered (within the live-parameter pool)");
   p.line(s + "stage3_gather_16bit_weights_on_model_save", z.gather_16bit_weights_on_model_save);
   p.line(s + "ignore_unused_parameters", z.ignore_unused_parameters);
   p.offload(s + "offload_optimizer", z.offload_optimizer, false);

@@ -15,7 +15,8 @@ namespace zw::zero {
 namespace {
 
 // Keys the parser accepts (DeepSpeed has them) that this engine does not act on: set explicitly to anything but the
-// behaviour the engine has, they are an error rather than silently ignored.
+// behaviour the engine has, they are an error rather than silently ignored. offload_param and offload_optimizer
+// need no check: the parser refuses "nvme", and "cpu" and "none" both mean host memory here (engine.h).
 Status check_implemented(const ZeroConfig& config) {
   const ZeroOptimizationConfig& z = config.zero;
   auto set = [&](const char* key) { return config.explicit_keys.count(std::string("zero_optimization.") + key) > 0; };
@@ -23,8 +24,6 @@ Status check_implemented(const ZeroConfig& config) {
     return Status(Code::kUnsupported, "zero_optimization." + key + " is parsed but not implemented by the ZeRO-3 "
                                           "engine (" + why + "); remove it from the config");
   };
-  if (set("sub_group_size")) return refuse("sub_group_size", "the host optimizer steps each shard in one piece");
-  if (set("stage3_max_reuse_distance")) return refuse("stage3_max_reuse_distance", "units are released after use");
   if (set("stage3_model_persistence_threshold"))
     return refuse("stage3_model_persistence_threshold", "only stage3_param_persistence_threshold is applied");
   if (set("allgather_bucket_size")) return refuse("allgather_bucket_size", "gathers are bucketed by "
@@ -34,8 +33,6 @@ Status check_implemented(const ZeroConfig& config) {
   if (!z.allgather_partitions) return refuse("allgather_partitions = false", "partitions are all-gathered");
   if (!z.reduce_scatter) return refuse("reduce_scatter = false", "gradients are reduce-scattered");
   if (!z.contiguous_gradients) return refuse("contiguous_gradients = false", "gradients are contiguous per unit");
-  if (z.offload_param.device != OffloadDevice::kNone)
-    return refuse("offload_param", "parameters stay in host memory already on CPU ranks; no device to offload from");
   return Status();
 }
 
@@ -102,6 +99,7 @@ Status Engine::allocate() {
   PrefetchOptions po;
   po.prefetch_bucket_numel = z.prefetch_bucket_size;
   po.max_live_numel = z.max_live_parameters;
+  po.max_reuse_numel = z.max_reuse_distance;
   po.persistence_threshold = z.param_persistence_threshold;
   po.model_persistence_numel = z.model_persistence_threshold;
   po.gather_dtype = model_dtype_;
@@ -240,16 +238,7 @@ Result<StepResult> Engine::step(double lr) {
                                                                config_.gradient_clipping));
     r.grad_norm = clip.norm;
     ++steps_;
-    const AdamParams base = adam_params(lr, clip.grad_scale);
-    uint16_t* m16 = model16_.as<uint16_t>();
-    for (const ShardPiece& piece : pm_.pieces()) {
-      AdamParams p = base;
-      if (!piece.weight_decay) p.weight_decay = 0.0f;
-      const int64_t o = piece.shard_offset;
-      ZW_TRY(adam_step(p, master_.as<float>() + o, m_.as<float>() + o, v_.as<float>() + o, grads + o,
-                       size_t(piece.numel), model_dtype_ == DataType::kBFloat16 ? m16 + o : nullptr,
-                       model_dtype_ == DataType::kFloat16 ? m16 + o : nullptr, int(steps_), threads_.get()));
-    }
+    ZW_TRY(adam_sub_groups(adam_params(lr, clip.grad_scale)));
   } else {
     ZW_INFO(kZero, "zero engine: gradient overflow at loss scale %g, step skipped; next scale %g", step_loss_scale_,
             scaler_.scale());
@@ -259,6 +248,34 @@ Result<StepResult> Engine::step(double lr) {
   std::memset(grads, 0, n * 4);
   ZW_TRY(prefetch_->invalidate());
   return r;
+}
+
+// The Adam step over this rank's shard space in sub-groups of at most sub_group_size elements, in turn: each
+// sub-group's f32 master/m/v is updated and copied out to the 16-bit weights before the next one starts. The math
+// is per element, so any grouping gives the same bits as one group.
+Status Engine::adam_sub_groups(const AdamParams& base) {
+  const int64_t n = pm_.total_shard_numel(), group = config_.zero.sub_group_size;
+  const std::vector<ShardPiece>& pieces = pm_.pieces();
+  uint16_t* m16 = model16_.as<uint16_t>();
+  float* grads = grad_acc_.as<float>();
+  last_sub_groups_ = 0;
+  size_t first = 0;  // pieces are in shard-offset order; the first that may reach into this group
+  for (int64_t lo = 0; lo < n; lo += group) {
+    const int64_t hi = std::min(n, lo + group);
+    ++last_sub_groups_;
+    while (first < pieces.size() && pieces[first].shard_offset + pieces[first].numel <= lo) ++first;
+    for (size_t i = first; i < pieces.size() && pieces[i].shard_offset < hi; ++i) {
+      const ShardPiece& piece = pieces[i];
+      const int64_t a = std::max(lo, piece.shard_offset), b = std::min(hi, piece.shard_offset + piece.numel);
+      if (a >= b) continue;
+      AdamParams p = base;
+      if (!piece.weight_decay) p.weight_decay = 0.0f;
+      ZW_TRY(adam_step(p, master_.as<float>() + a, m_.as<float>() + a, v_.as<float>() + a, grads + a, size_t(b - a),
+                       model_dtype_ == DataType::kBFloat16 ? m16 + a : nullptr,
+                       model_dtype_ == DataType::kFloat16 ? m16 + a : nullptr, int(steps_), threads_.get()));
+    }
+  }
+  return Status();
 }
 
 Status Engine::begin_eval() {

@@ -18,10 +18,14 @@
 // optimizer_threads); without it, on the calling thread. Either way master, m, v and the gradient shard live in
 // pre-faulted huge-page host buffers (optim/pinned_buffer.h) and the step is the vectorized optim/cpu_adam.h
 // kernel with fused 16-bit copy-out: this build has no device memory, so "offloaded" and "not offloaded" differ
-// only in threading. sub_group_size is not used (there are no device<->host copies to pipeline yet): setting it, or
-// any other parsed key the engine does not act on, is an error at create() (never silently ignored).
-// Threading: one thread drives an engine. Non-goals: NVMe offload, parameter offload, stages 1 and 2, device
-// memory and streams (every buffer is a host MemRef for now), sub-group pipelining of device↔host copies.
+// only in threading. offload_param "cpu" and "none" are the same here (shards and gather buffers are host memory by
+// construction; pin_memory is satisfied by the huge-page buffers); "nvme" is refused by the parser.
+// sub_group_size: the step runs over the shard space in sub-groups of at most that many elements, each updated and
+// copied out to 16 bits in turn (optimizer_sub_groups()); the result is the same bits for any size.
+// stage3_max_reuse_distance: see prefetch.h. Any other parsed key the engine does not act on is an error at
+// create() (never silently ignored).
+// Threading: one thread drives an engine. Non-goals: NVMe offload, stages 1 and 2, device memory and streams
+// (every buffer is a host MemRef for now), overlapping one sub-group's step with the next one's copies.
 #pragma once
 
 #include <cstdint>
@@ -101,6 +105,8 @@ class Engine {
   // client_state (old rank 0's when the world size changed). The 16-bit copy is rebuilt from the master weights.
   Result<std::string> load_checkpoint(const std::string& dir);
   int64_t optimizer_steps() const { return steps_; }
+  // Sub-groups of sub_group_size elements the last optimizer update visited: ceil(shard / sub_group_size).
+  int64_t optimizer_sub_groups() const { return last_sub_groups_; }
 
   double loss_scale() const { return scaler_.scale(); }
   // This rank's gradient accumulator (f32 over its shard space): the sums over ranks of gradients divided by
@@ -122,6 +128,7 @@ class Engine {
   Status allocate();
   Status refresh_model16();
   AdamParams adam_params(double lr, float grad_scale) const;
+  Status adam_sub_groups(const AdamParams& base);
 
   Communicator& comm_;
   ZeroConfig config_;
@@ -135,12 +142,13 @@ class Engine {
   std::unique_ptr<ThreadPool> threads_;
   std::unique_ptr<PrefetchScheduler> prefetch_;
   std::unique_ptr<GradReducer> reducer_;
-  int gas_ = 1;                 // gradient_accumulation_steps
-  int micro_ = 0;               // micro steps since the last optimizer step
-  bool in_micro_ = false;       // between begin_micro_step and end_micro_step
-  bool in_eval_ = false;        // between begin_eval and end_eval
-  int64_t steps_ = 0;           // optimizer updates taken
-  double step_loss_scale_ = 1;  // the scale used by this step's micro steps
+  int gas_ = 1;                  // gradient_accumulation_steps
+  int micro_ = 0;                // micro steps since the last optimizer step
+  bool in_micro_ = false;        // between begin_micro_step and end_micro_step
+  bool in_eval_ = false;         // between begin_eval and end_eval
+  int64_t steps_ = 0;            // optimizer updates taken
+  double step_loss_scale_ = 1;   // the scale used by this step's micro steps
+  int64_t last_sub_groups_ = 0;  // sub-groups the last optimizer update visited
 };
 
 }  // namespace zw::zero

@@ -172,6 +172,19 @@ int PrefetchScheduler::next_use(int unit, int from) const {
   return -1;
 }
 
+// DeepSpeed's __params_to_release: walk the uses from the next one on, summing their elements until the sum reaches
+// max_reuse_distance; the unit is kept when it is met on the walk and the pool can hold it until then.
+bool PrefetchScheduler::keep_for_reuse(int unit) const {
+  if (!scheduled_ || recording_) return false;
+  int64_t traversed = 0;
+  for (size_t q = size_t(position_); q < order_.size(); ++q) {
+    if (traversed >= options_.max_reuse_numel) return false;
+    if (order_[q] == unit) return int(q) - position_ < pool_buffers() - 1;
+    traversed += pm_.unit(order_[q]).numel;
+  }
+  return false;
+}
+
 int PrefetchScheduler::free_slot() const {
   for (int i = 0; i < shared_slots_; ++i)
     if (slots_[i].unit < 0) return i;
@@ -313,8 +326,11 @@ Status PrefetchScheduler::release(int unit) {
   UnitState& st = units_[unit];
   st.held = false;
   if (!st.persistent) {
-    const int q = next_use(unit, position_);
-    if (q < 0 || q - position_ >= pool_buffers() - 1) ZW_TRY(drop(unit));
+    if (keep_for_reuse(unit)) {
+      ++stats_.kept_for_reuse;
+    } else {
+      ZW_TRY(drop(unit));
+    }
   }
   return prefetch_ahead();
 }

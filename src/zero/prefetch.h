@@ -9,15 +9,18 @@
 // Memory: K gather buffers of the largest non-persistent unit's padded size are allocated once (K from
 // stage3_max_live_parameters, at least 2, at most the number of such units); a unit occupies one from gather to
 // release. A unit whose next use is
-// far away is released after its use (a block is released after forward and gathered again for backward); one
-// that is used again within the next K − 1 uses stays. Units of at most stage3_param_persistence_threshold
+// far away is released after its use (a block is released after forward and gathered again for backward). Reuse
+// (stage3_max_reuse_distance, DeepSpeed's rule): after a use, the order is walked forward from the next use,
+// summing the elements of each use passed, until the sum reaches max_reuse_distance; a unit met on that walk is
+// kept gathered until that next use (0: every unit is released after each use). The pool
+// (stage3_max_live_parameters) stays the cap: a unit is kept only when its next use is within the next K − 1
+// uses, so the units needed in between still fit. Units of at most stage3_param_persistence_threshold
 // elements are persistent: they have their own buffer, are gathered once after each optimizer step, and stay.
 // Views are f32: with a 16-bit gather dtype the unit is gathered in 16 bits and converted into an f32 buffer.
 // A unit may land in a different buffer each time it is gathered, so callers must not keep views across
 // release (engine_gpt.cc rebinds its tape instead).
 // Threading: one thread drives a scheduler (the communicator's single-issuer rule); Work completes in the
-// communicator's worker. Non-goals: device memory (CUDA streams come with the GPU issue), NVMe parameter offload,
-// max_reuse_distance heuristics beyond the K − 1 rule.
+// communicator's worker. Non-goals: device memory (CUDA streams come with the GPU issue), NVMe parameter offload.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +36,7 @@ namespace zw::zero {
 struct PrefetchOptions {
   int64_t prefetch_bucket_numel = 50000000;     // stage3_prefetch_bucket_size: elements gathered ahead (0: none)
   int64_t max_live_numel = 1000000000;          // stage3_max_live_parameters: sizes the pool (>= 2 buffers)
+  int64_t max_reuse_numel = 1000000000;         // stage3_max_reuse_distance: keep a unit reused this soon
   int64_t persistence_threshold = 100000;       // stage3_param_persistence_threshold: units this small persist
   int64_t model_persistence_numel = INT64_MAX;  // stage3_model_persistence_threshold: cap on persistent elements
   DataType gather_dtype = DataType::kFloat32;   // f32, f16 or bf16 (the dtype of the source shard space)
@@ -56,6 +60,7 @@ struct PrefetchStats {
   int64_t on_demand = 0;           // issued by the acquire that needed it
   int64_t persistent_gathers = 0;  // gathers of persistent units
   int64_t evicted = 0;             // prefetched units dropped before use to make room
+  int64_t kept_for_reuse = 0;      // releases that kept the unit gathered for a use within max_reuse_distance
   double wait_s = 0;               // time acquire spent waiting for gathers
 };
 
@@ -113,6 +118,7 @@ class PrefetchScheduler {
   Status make_room();
   Status prefetch_ahead();
   int next_use(int unit, int from) const;
+  bool keep_for_reuse(int unit) const;
   Status check_fingerprint();
   Status drop(int unit);
 

@@ -119,6 +119,21 @@ TEST(ZeroConfigUnsupported, KnownDeepSpeedOptionsZerowireLacks) {
              "fp16.auto_cast = true");
 }
 
+TEST(ZeroConfigUnsupported, NvmeOffloadIsRefusedByName) {
+  for (const char* block : {"offload_param", "offload_optimizer"}) {
+    const std::string m = error_of(std::string(R"({"train_batch_size": 8, "zero_optimization": {"stage": 3, ")") +
+                                       block + R"(": {"device": "nvme", "pin_memory": true}}})",
+                                   Code::kUnsupported);
+    EXPECT_HAS(m, std::string("zero_optimization.") + block + ".device = \"nvme\"");
+    EXPECT_HAS(m, "NVMe offload is not implemented; use \"cpu\"");
+  }
+}
+
+TEST(ZeroConfigRules, SubGroupSizeIsAtLeastOneElement) {
+  const std::string m = error_of(R"({"train_batch_size": 8, "zero_optimization": {"stage": 3, "sub_group_size": 0}})");
+  EXPECT_HAS(m, "zero_optimization.sub_group_size must be >= 1");
+}
+
 TEST(ZeroConfigRules, GradientCommunicationKeys) {
   std::string m = error_of(R"({"train_batch_size": 8, "communication_data_type": "fp8"})");
   EXPECT_HAS(m, "communication_data_type must be \"fp16\", \"bf16\" or \"fp32\", got \"fp8\"");

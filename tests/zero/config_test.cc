@@ -187,7 +187,20 @@ TEST(ZeroConfigDescribe, MarksDefaultsAndInferredValues) {
   EXPECT_NE(d.find("world_size = 4  (test)"), std::string::npos) << d;
   EXPECT_NE(d.find("zero_optimization.stage = 3\n"), std::string::npos) << d;
   EXPECT_NE(d.find("zero_optimization.reduce_bucket_size = 500000000  (default)"), std::string::npos) << d;
-  EXPECT_NE(d.find("zero_optimization.offload_optimizer.device = cpu\n"), std::string::npos) << d;
+  EXPECT_NE(d.find("zero_optimization.offload_optimizer.device = cpu  # master weights and Adam state are in host "
+                   "memory either way; Adam runs on a thread pool\n"),
+            std::string::npos)
+      << d;
+  EXPECT_NE(d.find("zero_optimization.offload_param.device = none  (default)  # parameter shards are in host memory "
+                   "either way\n"),
+            std::string::npos)
+      << d;
+  EXPECT_NE(d.find("zero_optimization.sub_group_size = 1000000000  (default)  # optimizer step in groups"),
+            std::string::npos)
+      << d;
+  EXPECT_NE(d.find("zero_optimization.stage3_max_reuse_distance = 1000000000  (default)  # a unit used again"),
+            std::string::npos)
+      << d;
   EXPECT_NE(d.find("fp16.initial_scale_power = 16  (default)"), std::string::npos) << d;
 }
 

@@ -204,10 +204,9 @@ TEST(Config, ParsedButUnimplementedKeysAreRefusedByName) {
   const Batch b = make_batch(1, kModel.max_seq_len, kModel.vocab_size, 3);
   const Reference ref = reference(1, b, 1);
   const std::pair<const char*, const char*> cases[] = {
-      {", \"sub_group_size\": 1000", "sub_group_size"},
-      {", \"stage3_max_reuse_distance\": 1000", "stage3_max_reuse_distance"},
+      {", \"allgather_bucket_size\": 1000", "allgather_bucket_size"},
+      {", \"stage3_model_persistence_threshold\": 1000", "stage3_model_persistence_threshold"},
       {", \"reduce_scatter\": false", "reduce_scatter = false"},
-      {", \"offload_param\": {\"device\": \"cpu\"}", "offload_param"},
   };
   run_ranks(1, [&](int, Communicator& comm) {
     for (const auto& [extra, needle] : cases) {

@@ -1,11 +1,13 @@
 // tests/zero_engine/prefetch_test.cc — the prefetch scheduler, ranks as threads: gathered units hold every rank's
 // shard in rank-major order (f32, f16, bf16 gathers); the order fingerprint catches ranks that declare or record
 // different orders and names them; prefetches are issued before use (counters and positions, not speed); a unit
-// is released after forward and gathered again for backward; a use out of order is an error.
+// is released after forward and gathered again for backward, unless stage3_max_reuse_distance keeps it (counted in
+// elements, capped by the pool); a use out of order is an error.
 #include "zero/prefetch.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <string>
@@ -171,6 +173,68 @@ TEST(Prefetch, IssuedBeforeUseAndRegatheredForBackward) {
     EXPECT_EQ((*s)->stats().on_demand, 2);  // the first use of each pass
     EXPECT_EQ((*s)->stats().evicted, 0);
   });
+}
+
+// Runs `passes` scheduled passes of `order` over units of 100 elements (world 2) and returns the scheduler's stats.
+PrefetchStats run_order(const std::vector<int>& order, int buffers, int64_t reuse, int passes = 2) {
+  std::vector<PrefetchStats> stats(2);
+  run_ranks(2, [&](int rank, Communicator& comm) {
+    const int n = *std::max_element(order.begin(), order.end()) + 1;
+    auto pm = PartitionManager::create(units(std::vector<int64_t>(size_t(n), 100)), rank, 2, 2);
+    ASSERT_TRUE(pm.ok());
+    std::vector<uint8_t> src = make_source(*pm, DataType::kFloat32);
+    PrefetchOptions o;
+    o.persistence_threshold = 0;
+    o.max_live_numel = buffers * pm->max_padded_numel();
+    o.max_reuse_numel = reuse;
+    auto s = PrefetchScheduler::create(comm, *pm, MemRef::host(src.data(), src.size()), o);
+    ASSERT_TRUE(s.ok());
+    ASSERT_EQ((*s)->pool_buffers(), buffers);
+    ASSERT_TRUE((*s)->declare_order(order).ok());
+    for (int pass = 0; pass < passes; ++pass) {
+      ASSERT_TRUE((*s)->begin_pass(true).ok());
+      for (int u : order) {
+        auto view = (*s)->acquire(u);
+        ASSERT_TRUE(view.ok()) << view.status().to_string();
+        ASSERT_EQ(reinterpret_cast<const float*>(view->data())[7], value_of(u, 7));
+        ASSERT_TRUE((*s)->release(u).ok());
+      }
+      ASSERT_TRUE((*s)->end_pass().ok());
+    }
+    stats[rank] = (*s)->stats();
+  });
+  EXPECT_EQ(stats[0].gathers, stats[1].gathers);
+  return stats[0];
+}
+
+// stage3_max_reuse_distance, DeepSpeed's rule: after a use, the uses from the next one on are walked, summing their
+// elements, until the sum reaches the distance; a unit met on the walk stays gathered until that use.
+TEST(Reuse, UnitUsedAgainWithinTheDistanceStaysGathered) {
+  const std::vector<int> order = {0, 1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0};
+  const PrefetchStats none = run_order(order, 3, 0);
+  EXPECT_EQ(none.gathers, 2 * 12);  // distance 0: every use gathers
+  EXPECT_EQ(none.kept_for_reuse, 0);
+  const PrefetchStats far = run_order(order, 3, 1000000000);
+  EXPECT_EQ(far.gathers, 2 * 11);  // unit 5 stays for its second use (4 then needs 2 more uses: over the pool)
+  EXPECT_EQ(far.kept_for_reuse, 2);
+}
+
+TEST(Reuse, DistanceCountsTheElementsOfTheUsesInBetween) {
+  // Unit 0 is released at use 0; before its next use comes unit 1 (100 elements). (A trailing unit lets the pool
+  // have 3 buffers: it holds at most as many as there are units.)
+  EXPECT_EQ(run_order({0, 1, 0, 2}, 3, 100, 1).gathers, 4);  // the walk stops after 100 elements: released
+  EXPECT_EQ(run_order({0, 1, 0, 2}, 3, 101, 1).gathers, 3);  // 100 < 101: the walk reaches the reuse, kept
+  EXPECT_EQ(run_order({0, 1, 2, 0, 3}, 4, 200, 1).gathers, 5);
+  EXPECT_EQ(run_order({0, 1, 2, 0, 3}, 4, 201, 1).gathers, 4);
+}
+
+TEST(Reuse, LiveParameterPoolStaysTheCap) {
+  // Within any distance, but with 2 buffers unit 1 needs the one unit 0 would keep: released as before.
+  const PrefetchStats two = run_order({0, 1, 0, 2}, 2, 1000000000, 1);
+  EXPECT_EQ(two.gathers, 4);
+  EXPECT_EQ(two.kept_for_reuse, 0);
+  EXPECT_EQ(two.evicted, 0);
+  EXPECT_EQ(run_order({0, 1, 0, 2}, 3, 1000000000, 1).gathers, 3);
 }
 
 TEST(Prefetch, UseOutOfOrderIsAnError) {
