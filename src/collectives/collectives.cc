@@ -88,6 +88,8 @@ Result<BufRef> registered(OpContext& ctx, const MemRef& mem, size_t bytes) {
 
 // The worker-side tasks, one per operation (host_task below picks one). Each captures what it needs by value.
 using Task = internal::CommImpl::Task;
+// Host collectives may run in the thread that waits for them (see comm_impl.h).
+constexpr auto kHostRun = internal::CommImpl::RunBy::kWorkerOrWaiter;
 
 Task all_gather_task(const OpDesc& desc, const CollectiveOptions& o, int r, int n) {
   const size_t block = o.count * dtype_size(o.dtype), total = block * n;
@@ -204,7 +206,7 @@ Result<Work> all_gather(Communicator& comm, const CollectiveOptions& o) {
   OpDesc desc{OpKind::kAllGather, comm.impl().choose_algo(total), o.dtype, ReduceOp::kSum, 0, o.count};
   ZW_TRY(check.same_kind(o.input, true, o.output, true));
   if (uses_device(o)) return internal::run_gpu_collective(comm, desc, o);
-  return comm.impl().enqueue(desc, o.timeout, internal::host_task(comm.impl(), desc, o));
+  return comm.impl().enqueue(desc, o.timeout, internal::host_task(comm.impl(), desc, o), kHostRun);
 }
 
 Result<Work> reduce_scatter(Communicator& comm, const CollectiveOptions& o) {
@@ -220,7 +222,7 @@ Result<Work> reduce_scatter(Communicator& comm, const CollectiveOptions& o) {
   OpDesc desc{OpKind::kReduceScatter, comm.impl().choose_algo(total), o.dtype, o.op, 0, o.count};
   ZW_TRY(check.same_kind(o.input, true, o.output, true));
   if (uses_device(o)) return internal::run_gpu_collective(comm, desc, o);
-  return comm.impl().enqueue(desc, o.timeout, internal::host_task(comm.impl(), desc, o));
+  return comm.impl().enqueue(desc, o.timeout, internal::host_task(comm.impl(), desc, o), kHostRun);
 }
 
 Result<Work> all_reduce(Communicator& comm, const CollectiveOptions& o) {
@@ -235,7 +237,7 @@ Result<Work> all_reduce(Communicator& comm, const CollectiveOptions& o) {
   OpDesc desc{OpKind::kAllReduce, comm.impl().choose_algo(total), o.dtype, o.op, 0, o.count};
   ZW_TRY(check.same_kind(o.input, true, o.output, true));
   if (uses_device(o)) return internal::run_gpu_collective(comm, desc, o);
-  return comm.impl().enqueue(desc, o.timeout, internal::host_task(comm.impl(), desc, o));
+  return comm.impl().enqueue(desc, o.timeout, internal::host_task(comm.impl(), desc, o), kHostRun);
 }
 
 Result<Work> broadcast(Communicator& comm, const CollectiveOptions& o) {
@@ -255,7 +257,7 @@ Result<Work> broadcast(Communicator& comm, const CollectiveOptions& o) {
               static_cast<uint32_t>(o.root), o.count};
   ZW_TRY(check.same_kind(o.input, is_root, o.output, true));
   if (uses_device(o)) return internal::run_gpu_collective(comm, desc, o);
-  return comm.impl().enqueue(desc, o.timeout, internal::host_task(comm.impl(), desc, o));
+  return comm.impl().enqueue(desc, o.timeout, internal::host_task(comm.impl(), desc, o), kHostRun);
 }
 
 Result<Work> reduce(Communicator& comm, const CollectiveOptions& o) {
@@ -275,12 +277,12 @@ Result<Work> reduce(Communicator& comm, const CollectiveOptions& o) {
   OpDesc desc{OpKind::kReduce, comm.impl().choose_algo(total), o.dtype, o.op, static_cast<uint32_t>(o.root), o.count};
   ZW_TRY(check.same_kind(o.input, true, o.output, is_root));
   if (uses_device(o)) return internal::run_gpu_collective(comm, desc, o);
-  return comm.impl().enqueue(desc, o.timeout, internal::host_task(comm.impl(), desc, o));
+  return comm.impl().enqueue(desc, o.timeout, internal::host_task(comm.impl(), desc, o), kHostRun);
 }
 
 Result<Work> barrier(Communicator& comm) {
   OpDesc desc{OpKind::kBarrier, Algo::kTree, DataType::kUInt8, ReduceOp::kSum, 0, 0};
-  return comm.impl().enqueue(desc, std::chrono::milliseconds(0), internal::host_task(comm.impl(), desc, {}));
+  return comm.impl().enqueue(desc, std::chrono::milliseconds(0), internal::host_task(comm.impl(), desc, {}), kHostRun);
 }
 
 }  // namespace zw

@@ -15,9 +15,19 @@
 namespace zw::internal {
 namespace {
 
-// How long the worker polls for the next operation before it sleeps: back-to-back operations then skip a futex
-// sleep/wake pair, which costs tens of microseconds on a loaded VM (blocking 1-rank all-reduce: 42 → 10 µs).
+using SteadyClock = std::chrono::steady_clock;
+
+// How long the worker polls for the next operation after running one before it sleeps: back-to-back operations
+// issued without waiting then skip a futex sleep/wake pair, which costs tens of microseconds on a loaded VM.
 constexpr std::chrono::microseconds kPollBeforeSleep{100};
+// How long the worker leaves a fresh claimable operation to a thread that may wait for it: the usual issue-then-wait
+// runs in the caller's thread even when the worker is awake. An operation nobody waits for starts this much later.
+constexpr std::chrono::microseconds kClaimGrace{50};
+// How often an idle worker looks for operations that no waiter claimed and no enqueue woke it for; this bounds how
+// late such an operation starts (one issued for overlap right after an issue-then-wait run of operations).
+constexpr std::chrono::microseconds kWorkerTick{1000};
+// After this long without an enqueue the worker stops ticking and sleeps until an enqueue wakes it.
+constexpr std::chrono::milliseconds kActiveWindow{100};
 
 // Polls `ready` (yielding the CPU between polls) for up to kPollBeforeSleep; returns whether it became true.
 template <typename F>
@@ -155,6 +165,7 @@ Result<std::unique_ptr<CommImpl>> CommImpl::create(std::shared_ptr<Store> store,
   std::string prefix = "zw/" + settings.name + "/" + std::to_string((arrival - 1) / size) + "/";
   comm->store_ = std::make_shared<PrefixStore>(std::move(store), prefix);
   ZW_TRY(comm->connect(*comm->store_));
+  comm->runner_ = std::make_shared<CommRunner>(comm.get());
   comm->worker_ = std::thread([c = comm.get()] { c->worker_loop(); });
   ZW_INFO(kInit, "communicator '%s' ready: rank %d of %d over %s", settings.name.c_str(), rank, size,
           comm->transport_->name());
@@ -226,8 +237,11 @@ CommImpl::~CommImpl() {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
-  cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  worker_cv_.notify_all();
+  if (worker_.joinable()) worker_.join();  // runs (or fails) everything still queued
+  if (runner_) runner_->detach();
+  ZW_INFO(kColl, "operations run by a waiting thread: %llu, by the worker: %llu",
+          static_cast<unsigned long long>(q_.counts.by_waiter), static_cast<unsigned long long>(q_.counts.by_worker));
   inbox_region_.reset();
   retire_inbox();
 }
@@ -262,15 +276,25 @@ Algo CommImpl::choose_algo(size_t bytes) const {
   return bytes < settings_.tree_threshold ? Algo::kTree : Algo::kRing;
 }
 
-Work CommImpl::enqueue(const OpDesc& desc, std::chrono::milliseconds timeout, Task task) {
-  auto work = std::make_shared<WorkState>();
+Work CommImpl::enqueue(const OpDesc& desc, std::chrono::milliseconds timeout, Task task, RunBy run_by) {
+  const bool claimable = run_by == RunBy::kWorkerOrWaiter;
   double timeout_s = timeout.count() > 0 ? timeout.count() / 1000.0 : settings_.timeout_s;
+  std::shared_ptr<WorkState> work;
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(Pending{desc, next_seq_++, timeout_s, std::move(task), work});
+    const uint64_t seq = q_.next_seq++;
+    work = claimable ? std::make_shared<WorkState>(runner_, seq) : std::make_shared<WorkState>();
+    q_.last_enqueue = SteadyClock::now();
+    q_.queue.push_back(Pending{desc, seq, timeout_s, std::move(task), work, claimable, q_.last_enqueue});
     queued_.fetch_add(1, std::memory_order_release);
+    // A waiter will probably claim it when the last operation was claimed; otherwise the worker is needed. A spurious
+    // wake-up costs a context switch on a core the ranks share, so operations issued in a batch do not wake it either
+    // (their waiter runs them; if none comes, the worker's tick starts them and later enqueues wake it).
+    wake = !q_.worker_nudged && (!claimable || q_.worker_deep || !q_.last_claimed);
+    q_.worker_nudged = q_.worker_nudged || wake;
   }
-  cv_.notify_all();
+  if (wake) worker_cv_.notify_one();
   return Work(work);
 }
 
@@ -280,7 +304,8 @@ void CommImpl::abort(const Status& reason) {
     if (abort_request_.ok()) abort_request_ = reason.ok() ? Status(Code::kAborted, "aborted by the application") : reason;
   }
   if (rendezvous_) rendezvous_->interrupt();  // an operation blocked on a peer fails now, not at its deadline
-  cv_.notify_all();
+  worker_cv_.notify_all();                    // the token holder forwards the abort
+  waiters_cv_.notify_all();
   std::lock_guard<std::mutex> lock(gpu_mutex_);
   if (gpu_) gpu_->abort(reason.ok() ? Status(Code::kAborted, "aborted by the application") : reason);
 }
@@ -293,6 +318,92 @@ Result<GpuEngine*> CommImpl::gpu_engine(const std::function<Result<std::unique_p
   return gpu_.get();
 }
 
+CommImpl::RunCounts CommImpl::run_counts() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return q_.counts;
+}
+
+void CommImpl::nudge() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (q_.queue.empty() || q_.worker_nudged) return;
+  q_.worker_nudged = true;
+  worker_cv_.notify_one();
+}
+
+bool CommImpl::wait_for(const WorkState& work, uint64_t seq, SteadyClock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  bool nudged = false;
+  while (!work.done()) {
+    bool can_claim = false;
+    if (seq > q_.taken_seq) {
+      // `work` is still queued (so the queue is not empty). This thread may run the head, in issue order even when it
+      // is an earlier operation, provided this wait outlasts the head's own deadline (a shorter wait must be able to
+      // return while the operation goes on). It does so now when nobody runs an operation, else when the token frees.
+      // A worker-only head goes to the worker, after which this thread claims (it sleeps as a claimer meanwhile).
+      const Pending& head = q_.queue.front();
+      double wait_s = std::chrono::duration<double>(deadline - SteadyClock::now()).count();
+      can_claim = wait_s >= head.timeout_s;
+      if (!q_.running && ((head.claimable && can_claim) || abort_pending())) {
+        run_next(lock, /*by_waiter=*/true);
+        q_.last_claim = SteadyClock::now();
+        continue;
+      }
+      if (!q_.running && !nudged && !q_.worker_nudged) worker_cv_.notify_one();  // the worker must run the head
+      if (!q_.running) nudged = q_.worker_nudged = true;
+    }
+    q_.claimers += can_claim;
+    bool timed_out = waiters_cv_.wait_until(lock, deadline) == std::cv_status::timeout;
+    q_.claimers -= can_claim;
+    if (timed_out) return work.done();
+  }
+  // This thread probably waits again soon: the worker leaves the queue to it for kClaimGrace.
+  q_.last_claim = SteadyClock::now();
+  return true;
+}
+
+void CommImpl::run_next(std::unique_lock<std::mutex>& lock, bool by_waiter) {
+  q_.running = true;
+  if (abort_pending()) {
+    failed_ = abort_request_;
+    Status reason = failed_;
+    lock.unlock();
+    rendezvous_->broadcast_abort(reason);
+    lock.lock();
+  }
+  if (!q_.queue.empty()) {
+    Pending op = std::move(q_.queue.front());
+    q_.queue.pop_front();
+    queued_.fetch_sub(1, std::memory_order_release);
+    q_.taken_seq = op.seq;
+    q_.last_claimed = by_waiter;
+    ++(by_waiter ? q_.counts.by_waiter : q_.counts.by_worker);
+    Status failed = failed_;
+    lock.unlock();
+    Status s = execute(op, failed, by_waiter);
+    op.work->finish(std::move(s));
+    op = Pending{};  // the task's captures are released outside the lock
+    lock.lock();
+  }
+  q_.running = false;
+  waiters_cv_.notify_all();  // the next queued operation may now be claimed, and waiters of this one return
+  if (stopping_) worker_cv_.notify_one();
+}
+
+Status CommImpl::execute(Pending& op, const Status& failed, bool by_waiter) {
+  if (!failed.ok()) return failed.with_context(op.desc.describe() + " not run: the communicator failed earlier");
+  if (by_waiter) log::set_thread_rank(rank_);  // this thread now works for this rank
+  Status s = run(op);
+  if (s.ok()) return s;
+  s = s.with_context(op.desc.describe() + " #" + std::to_string(op.seq) + " on " + describe(rank_));
+  ZW_WARN(kColl, "%s", s.to_string().c_str());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    failed_ = s;
+  }
+  rendezvous_->broadcast_abort(s);
+  return s;
+}
+
 Status CommImpl::run(Pending& op) {
   OpContext ctx{rank_, size_, *rendezvous_, *registry_, *arena_, settings_.chunk_bytes, settings_.slots};
   ZW_TRY(rendezvous_->begin_op(op.seq, op.desc, Deadline::after_seconds(op.timeout_s), op.timeout_s));
@@ -300,41 +411,83 @@ Status CommImpl::run(Pending& op) {
   return rendezvous_->end_op();
 }
 
+// The worker runs what no waiter claims: operations nobody waits for (yet), those a waiter may not run, and those
+// whose waiter's own deadline is too short to run them. It leaves a claimable head alone while a waiter will take
+// it (q_.claimers) and for kClaimGrace after it was issued or a waiter last ran or finished waiting: issue-then-wait
+// and wait-for-each loops then run in the waiting thread even when the worker is awake.
 void CommImpl::worker_loop() {
   log::set_thread_rank(rank_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  bool ran = false;
   for (;;) {
-    Pending op;
-    poll_briefly([&] { return queued_.load(std::memory_order_acquire) > 0; });  // back-to-back ops skip the sleep
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || (!abort_request_.ok() && failed_.ok()); });
-      if (!abort_request_.ok() && failed_.ok()) {
-        failed_ = abort_request_;
-        lock.unlock();
-        rendezvous_->broadcast_abort(failed_);
-        lock.lock();
-      }
-      if (queue_.empty()) {
-        if (stopping_) return;
-        continue;
-      }
-      op = std::move(queue_.front());
-      queue_.pop_front();
-      queued_.fetch_sub(1, std::memory_order_release);
-    }
-    if (!failed_.ok()) {
-      op.work->finish(failed_.with_context(op.desc.describe() + " not run: the communicator failed earlier"));
+    q_.worker_nudged = false;  // the state is looked at now: a later change needs a new wake-up
+    if (!q_.running && abort_pending()) {
+      run_next(lock, /*by_waiter=*/false);
       continue;
     }
-    Status s = run(op);
-    if (!s.ok()) {
-      s = s.with_context(op.desc.describe() + " #" + std::to_string(op.seq) + " on " + describe(rank_));
-      ZW_WARN(kColl, "%s", s.to_string().c_str());
-      failed_ = s;
-      rendezvous_->broadcast_abort(s);
+    const auto now = SteadyClock::now();
+    auto wake_at = now + kWorkerTick;
+    if (!q_.running && !q_.queue.empty()) {
+      const Pending& head = q_.queue.front();
+      const bool claimable = head.claimable && !stopping_;
+      const auto ready = claimable ? std::max(head.enqueued, q_.last_claim) + kClaimGrace : SteadyClock::time_point{};
+      if (!claimable || (q_.claimers == 0 && now >= ready)) {
+        run_next(lock, /*by_waiter=*/false);
+        ran = true;
+        continue;
+      }
+      if (q_.claimers == 0) wake_at = ready;
+    } else if (q_.queue.empty()) {
+      if (stopping_ && !q_.running) return;
+      if (ran) {  // back-to-back operations nobody waits for skip the sleep
+        ran = false;
+        lock.unlock();
+        poll_briefly([&] { return queued_.load(std::memory_order_acquire) > 0; });
+        lock.lock();
+        continue;
+      }
+      if (!stopping_ && now - q_.last_enqueue >= kActiveWindow) {
+        q_.worker_deep = true;
+        worker_cv_.wait(lock);
+        q_.worker_deep = false;
+        continue;
+      }
     }
-    op.work->finish(s);
+    ran = false;
+    worker_cv_.wait_until(lock, wake_at);
   }
+}
+
+CommImpl* CommRunner::enter() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (impl_) ++inside_;
+  return impl_;
+}
+
+void CommRunner::leave() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (--inside_ == 0) cv_.notify_all();
+}
+
+bool CommRunner::wait(const WorkState& work, uint64_t seq, SteadyClock::time_point deadline) {
+  CommImpl* impl = enter();
+  if (!impl) return work.wait_for_finish(deadline);  // the communicator is gone: every operation has finished
+  bool done = impl->wait_for(work, seq, deadline);
+  leave();
+  return done;
+}
+
+void CommRunner::nudge() {
+  if (CommImpl* impl = enter()) {
+    impl->nudge();
+    leave();
+  }
+}
+
+void CommRunner::detach() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  impl_ = nullptr;
+  cv_.wait(lock, [&] { return inside_ == 0; });
 }
 
 }  // namespace zw::internal

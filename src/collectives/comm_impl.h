@@ -1,9 +1,17 @@
-// The communicator's machinery: transport and endpoints to every peer, the worker thread that runs
-// operations in issue order, and the per-operation context algorithms receive.
+// The communicator's machinery: transport and endpoints to every peer, the queue of operations run in issue
+// order (by the worker thread, or by a thread waiting for them), and the per-operation context algorithms receive.
 //
-// Threading: enqueue() is called from the user's thread; everything else (rendezvous, registration cache,
-// scratch arena) belongs to the worker thread. A failure of any operation aborts the communicator: the
-// worker tells the peers, fails the operation and fails every later one with the same reason.
+// Threading: enqueue() is called from the user's thread and never blocks. Operations run one at a time, in issue
+// order, by whichever thread holds the run token (q_.running, under mutex_): the worker thread, or a thread waiting
+// in Work::wait for an operation that is still queued, which takes the head of the queue and runs it itself (the
+// waiter "claims" it), so that issue-then-wait costs no thread hand-off. The rendezvous, registration cache and
+// scratch arena belong to the token holder (mutex_ orders successive holders). A claimed operation is interrupted
+// by abort() like any other (Rendezvous::interrupt works from any thread). A failure of any operation aborts the
+// communicator: the token holder tells the peers, fails the operation and later ones fail with the same reason.
+//
+// Worker wake-ups: an enqueue wakes the worker only when a waiter is unlikely to claim the operation (the last one
+// was run by the worker, or the worker sleeps deeply); otherwise the worker finds unclaimed operations at its next
+// tick (kWorkerTick, 1 ms), which bounds how late an operation nobody waits for starts.
 #pragma once
 
 #include <atomic>
@@ -61,9 +69,34 @@ class GpuEngine {
   virtual void abort(const Status& reason) = 0;
 };
 
+class CommImpl;
+
+// The communicator as its Work handles see it: lets a waiting thread run queued operations (WorkRunner). Outlives
+// the CommImpl (handles hold it); detach() waits for the waiters inside it and turns later waits into plain ones.
+class CommRunner final : public WorkRunner {
+ public:
+  explicit CommRunner(CommImpl* impl) : impl_(impl) {}
+  bool wait(const WorkState& work, uint64_t seq, std::chrono::steady_clock::time_point deadline) override;
+  void nudge() override;
+  void detach();
+
+ private:
+  // The communicator, with a reference held (inside_); null once detached.
+  CommImpl* enter();
+  void leave();
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  CommImpl* impl_;  // null once detached
+  int inside_ = 0;  // threads inside impl_ through this runner
+};
+
 class CommImpl {
  public:
   using Task = std::function<Status(OpContext&)>;
+  // Who may run an operation: only the worker (tasks that need a thread of their own, e.g. device-memory chunks that
+  // make a CUDA device current), or also a thread waiting for it (host collectives).
+  enum class RunBy { kWorker, kWorkerOrWaiter };
 
   static Result<std::unique_ptr<CommImpl>> create(std::shared_ptr<Store> store, int rank, int size,
                                                   const CommSettings& settings);
@@ -80,8 +113,21 @@ class CommImpl {
   // Picks the algorithm for an operation moving `bytes` in total (the same on every rank).
   Algo choose_algo(size_t bytes) const;
 
-  // Queues `task`; it runs on the worker after every earlier operation.
-  Work enqueue(const OpDesc& desc, std::chrono::milliseconds timeout, Task task);
+  // Queues `task`; it runs after every earlier operation, on the worker or (kWorkerOrWaiter) in a thread that waits
+  // for it. Never blocks.
+  Work enqueue(const OpDesc& desc, std::chrono::milliseconds timeout, Task task, RunBy run_by = RunBy::kWorker);
+
+  // CommRunner's calls: waits for operation `seq` (`work`), running queued operations in this thread when allowed;
+  // and makes sure the worker runs what is queued.
+  bool wait_for(const WorkState& work, uint64_t seq, std::chrono::steady_clock::time_point deadline);
+  void nudge();
+
+  // Operations taken from the queue so far, by who ran them (tests; logged at INFO when the communicator ends).
+  struct RunCounts {
+    uint64_t by_waiter = 0;  // claimed by a thread waiting for them
+    uint64_t by_worker = 0;  // run by the worker thread
+  };
+  RunCounts run_counts();
 
   void abort(const Status& reason);
 
@@ -100,6 +146,22 @@ class CommImpl {
     double timeout_s;
     Task task;
     std::shared_ptr<WorkState> work;
+    bool claimable;  // RunBy::kWorkerOrWaiter
+    std::chrono::steady_clock::time_point enqueued;
+  };
+  // The queue and who runs it (guarded by mutex_).
+  struct OpQueue {
+    std::deque<Pending> queue;
+    uint64_t next_seq = 1;
+    uint64_t taken_seq = 0;      // sequence number of the last operation taken from the queue
+    bool running = false;        // the run token: some thread runs an operation (or forwards an abort)
+    bool last_claimed = false;   // the last operation was run by a waiter (predicts the next one will be)
+    bool worker_deep = false;    // the worker sleeps without a tick (idle for kActiveWindow): enqueue wakes it
+    bool worker_nudged = false;  // a wake-up is on its way to the worker
+    int claimers = 0;            // threads asleep in wait_for that will claim the head once the token is free
+    std::chrono::steady_clock::time_point last_claim;    // a waiter last ran an operation or finished waiting
+    std::chrono::steady_clock::time_point last_enqueue;  // decides between ticking and sleeping deeply
+    RunCounts counts;                                    // operations taken from the queue, by who ran them
   };
 
   CommImpl(int rank, int size, const CommSettings& settings) : rank_(rank), size_(size), settings_(settings) {}
@@ -110,7 +172,13 @@ class CommImpl {
   Status store_barrier(Store& store, const std::string& name, Deadline deadline);
   void retire_inbox();
   void worker_loop();
+  // With mutex_ held and the run token free: takes the token, forwards a pending abort, runs (or fails) the head
+  // operation, finishes it and gives the token back. `lock` is released while the operation runs.
+  void run_next(std::unique_lock<std::mutex>& lock, bool by_waiter);
+  // Runs `op` (or fails it with `failed`, the communicator's earlier failure) without the lock; returns its status.
+  Status execute(Pending& op, const Status& failed, bool by_waiter);
   Status run(Pending& op);
+  bool abort_pending() const { return !abort_request_.ok() && failed_.ok(); }
 
   int rank_;
   int size_;
@@ -126,14 +194,15 @@ class CommImpl {
   std::unique_ptr<transport::MemoryRegion> inbox_region_;
   std::vector<std::byte> inbox_key_;
 
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<Pending> queue_;
-  std::atomic<size_t> queued_{0};  // queue_.size(), readable without the lock (the worker polls it)
-  uint64_t next_seq_ = 1;
+  std::mutex mutex_;                    // guards the queue state below
+  std::condition_variable worker_cv_;   // the worker sleeps here
+  std::condition_variable waiters_cv_;  // threads in wait_for sleep here; notified when an operation ends
+  OpQueue q_;                           // under mutex_
+  std::atomic<size_t> queued_{0};       // q_.queue.size(), readable without the lock (the worker polls it)
   bool stopping_ = false;
-  Status failed_;       // sticky: set by the worker on the first failure, or by abort()
-  Status abort_request_;  // set by abort() from any thread, consumed by the worker
+  Status failed_;                       // sticky: set by the token holder on the first failure, or from abort_request_
+  Status abort_request_;                // set by abort() from any thread, consumed by the token holder
+  std::shared_ptr<CommRunner> runner_;  // handed to every claimable operation's WorkState
   std::thread worker_;
   std::unique_ptr<TcpStoreServer> store_server_;  // rank 0 under a launcher: the store it serves
   std::shared_ptr<Store> store_;                   // prefixed with this communicator's namespace

@@ -15,7 +15,7 @@
 // Waiting never hangs: each wait ends at the operation's deadline, fails as soon as any peer is known dead
 // or an endpoint fails, and fails when a peer broadcast an abort. Zero-byte transfers are skipped by both
 // sides, so algorithms need no special cases for empty blocks.
-// Not thread-safe: used only by the communicator's worker thread.
+// Not thread-safe: used by one thread at a time, the holder of the communicator's run token (comm_impl.h).
 #pragma once
 
 #include <array>

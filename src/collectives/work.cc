@@ -32,7 +32,18 @@ bool WorkState::done() const {
   return polled_ && poll_once();
 }
 
+bool WorkState::test() const {
+  if (done()) return true;
+  if (runner_) runner_->nudge();
+  return done();
+}
+
 bool WorkState::wait_until(std::chrono::steady_clock::time_point deadline) const {
+  if (runner_) return runner_->wait(*this, seq_, deadline);
+  return wait_for_finish(deadline);
+}
+
+bool WorkState::wait_for_finish(std::chrono::steady_clock::time_point deadline) const {
   if (polled_) {
     // Polled completion: spin briefly (GPU ops often end within microseconds), then nap between polls.
     for (int spins = 0;; ++spins) {
@@ -68,6 +79,6 @@ Status Work::wait(std::chrono::milliseconds timeout) const {
   return state_->status();
 }
 
-bool Work::test() const { return !state_ || state_->done(); }
+bool Work::test() const { return !state_ || state_->test(); }
 
 }  // namespace zw

@@ -243,6 +243,9 @@ void ShmSegment::ring_doorbell() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   SegmentHeader* h = header();
   if (shared(h->sleeping).load(std::memory_order_seq_cst) == 0) return;
+  // Only the producer that clears the flag rings: the others' messages are seen by the owner once it is awake (a
+  // FUTEX_WAKE per producer for one sleeper is a wasted system call each, many of them at larger world sizes).
+  if (shared(h->sleeping).exchange(0, std::memory_order_seq_cst) == 0) return;
   shared(h->doorbell).fetch_add(1, std::memory_order_seq_cst);
   futex(&h->doorbell, FUTEX_WAKE, INT_MAX, nullptr);
 }

@@ -9,8 +9,9 @@
 //
 // Doorbell protocol (no lost wake-ups, no syscall on the fast path): the owner reads `doorbell`, sets
 // `sleeping`, re-checks its rings and FUTEX_WAITs on `doorbell`; a producer, after publishing, checks
-// `sleeping` and only then increments `doorbell` and FUTEX_WAKEs. Seq-cst fences on both sides guarantee
-// that either the owner sees the message or the producer sees the flag.
+// `sleeping` and only then clears it (so one producer rings per sleep), increments `doorbell` and FUTEX_WAKEs.
+// Seq-cst fences on both sides guarantee that either the owner sees the message or the producer sees the flag; a
+// producer that finds the flag already cleared published before the owner's next re-check, which sees its message.
 //
 // Non-goals: multiple producers per ring, variable-size messages, bulk data (writes go through
 // process_vm_writev; only their notifications travel here).
