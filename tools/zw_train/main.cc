@@ -106,7 +106,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "zw_train: %s\n", report.status().to_string().c_str());
     return 1;
   }
-  std::printf("zw_train: done, %zu steps this run, median %.0f tokens/s\n", report->losses.size(),
-              report->tokens_per_s);
+  if (report->reporter)
+    std::printf("zw_train: done, %zu steps this run, median %.0f tokens/s\n", report->losses.size(),
+                report->tokens_per_s);
   return 0;
 }

@@ -25,6 +25,7 @@ struct TrainReport {
   std::vector<float> losses;                           // training loss of each step this run took
   std::vector<std::pair<int64_t, double>> val_losses;  // (step, validation loss)
   double tokens_per_s = 0;                             // median over this run's steps
+  bool reporter = true;                                // prints the summary (rank 0 of a ZeRO run)
 };
 
 // Trains as configured: loads data, initializes or resumes, runs to config.steps (or config.stop_after more

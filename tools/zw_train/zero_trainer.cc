@@ -232,6 +232,7 @@ Result<double> ZeroTrainer::evaluate() {
 
 Result<TrainReport> ZeroTrainer::run() {
   TrainReport report;
+  report.reporter = comm_.rank() == 0;
   report.first_step = first_step_;
   start_ = Clock::now();
   int64_t end = c_.steps;
