@@ -171,6 +171,23 @@ Status Conn::read_frames(FrameSink& sink) {
   return Status();
 }
 
+bool SendLane::send_now(const FrameHeader& header, const std::byte* payload, size_t* sent) {
+  *sent = 0;
+  if (fd < 0 || !queue.empty()) return false;
+  iovec iov[2] = {{const_cast<FrameHeader*>(&header), sizeof(FrameHeader)},
+                  {const_cast<std::byte*>(payload), header.length}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = header.length > 0 ? 2 : 1;
+  ssize_t n;
+  do {
+    n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return false;
+  *sent = static_cast<size_t>(n);
+  return *sent == sizeof(FrameHeader) + header.length;
+}
+
 Status Conn::flush(Fifo<SendReq>& queue, FrameSink& sink) {
   iovec iov[kMaxIov];
   size_t budget = kWriteBudget;  // the caller keeps EPOLLOUT armed while the queue is not empty

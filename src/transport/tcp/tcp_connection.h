@@ -2,12 +2,14 @@
 // (headers through a small staging buffer, large payloads recv()d straight into their destination) and
 // writing queued frames with sendmsg() gathers of header + caller payload.
 //
-// Threading: a Conn is owned and driven by the transport's progress thread only.
+// Threading: a Conn is owned and driven by the transport's progress thread; its socket is also written by
+// endpoint threads (send_now) under the connection's SendLane lock, which flush() and closing also hold.
 // Non-goals: deciding what a frame means (FrameSink does), epoll bookkeeping (the engine does), timeouts.
 #pragma once
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "common/socket.h"
@@ -86,6 +88,18 @@ class Conn {
   std::byte* dst_ = nullptr;  // where the rest of the payload goes
   size_t left_ = 0;           // payload bytes still to receive
   Message control_;           // payload of the control frame being received
+};
+
+// The sending side of one connection, shared by the endpoint thread (inline sends) and the progress thread.
+// Whoever holds `mu` may write the socket; frames go out in queue order, and a frame is only written inline
+// when the queue is empty, so the byte stream keeps the posting order.
+struct SendLane {
+  std::mutex mu;
+  int fd = -1;          // guarded by mu: the connection's socket while it is up, -1 otherwise
+  Fifo<SendReq> queue;  // guarded by mu: frames not yet wholly handed to the kernel, in posting order
+  // Under mu: writes header + payload now if the lane is up and idle; *sent = bytes the kernel took. True when
+  // the whole frame went out. A failed send takes nothing (the progress thread meets the error again).
+  bool send_now(const FrameHeader& header, const std::byte* payload, size_t* sent);
 };
 
 // The kConnectionLost status of a peer that said goodbye.

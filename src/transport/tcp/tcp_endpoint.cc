@@ -44,9 +44,8 @@ PeerState::PeerState(Engine* engine, int rank, std::string address, int nconns)
       rank_(rank),
       address_(std::move(address)),
       nconns_(nconns),
-      posted_(static_cast<size_t>(nconns)),
-      conns_(static_cast<size_t>(nconns)),
-      out_queues_(static_cast<size_t>(nconns)) {}
+      lanes_(new SendLane[static_cast<size_t>(nconns)]),
+      conns_(static_cast<size_t>(nconns)) {}
 
 Status PeerState::wait_connected(Deadline deadline) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -134,7 +133,11 @@ void PeerState::mark_released() {
   connected_cv_.notify_all();
 }
 
-void PeerState::connection_up() {
+void PeerState::connection_up(int index, int fd) {
+  {
+    std::lock_guard<std::mutex> lock(lane(index).mu);
+    lane(index).fd = fd;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++conns_up_;
@@ -142,9 +145,18 @@ void PeerState::connection_up() {
   connected_cv_.notify_all();
 }
 
+void PeerState::lane_down(int index, bool goodbye) {
+  SendLane& l = lane(index);
+  std::lock_guard<std::mutex> lock(l.mu);
+  if (goodbye && conn(index)) conn(index)->send_goodbye(l.queue);
+  l.fd = -1;
+}
+
 void PeerState::release_all() {
-  for (Fifo<SendReq>& queue : out_queues_)
-    while (SendReq* req = queue.pop()) engine_->release(req);
+  for (int i = 0; i < nconns_; ++i) {
+    std::lock_guard<std::mutex> lock(lane(i).mu);
+    while (SendReq* req = lane(i).queue.pop()) engine_->release(req);
+  }
   while (WriteRecord* record = in_flight_.pop()) engine_->release(record);
   assembling_.clear();
 }
@@ -211,6 +223,10 @@ void PeerState::request_sent(SendReq* req) {
   engine_->release(req);
   if (record == nullptr || --record->stripes_left > 0) return;
   record->done = true;
+  complete_done();
+}
+
+void PeerState::complete_done() {
   uint64_t completed = 0;
   while (!in_flight_.empty() && in_flight_.front()->done) {
     engine_->release(in_flight_.pop());
@@ -295,8 +311,11 @@ Status TcpEndpoint::write(const MemoryRegion& local, size_t local_offset, std::s
     s.header.notify = notify;
     s.header.write_seq = seq;
   }
+  // With nothing in flight the progress thread cannot complete a write concurrently, so a write sent whole
+  // inline may complete at once without breaking the posting order of completions.
+  const bool idle = peer_->writes_completed() == peer_->writes_posted();
   peer_->writes_posted_.fetch_add(1, std::memory_order_release);
-  engine_->post_write(*peer_, std::span<const Stripe>(stripes.data(), count));
+  engine_->post_write(*peer_, std::span<const Stripe>(stripes.data(), count), idle);
   return Status();
 }
 

@@ -38,8 +38,11 @@ class MessageRing {
   size_t count_ = 0;
 };
 
-// Threading: members are grouped by who may touch them. The endpoint thread posts through the Engine (under
-// Engine::post_mu_) and reads messages under mu_; the progress thread owns the sockets and send queues.
+// Threading: members are grouped by who may touch them. The endpoint thread posts through the Engine: it
+// writes a frame itself when the connection's SendLane is idle, otherwise queues it there (lane lock) and
+// hands write records to the progress thread under Engine::post_mu_. It reads messages under mu_. The
+// progress thread owns the connections (opening, reading, closing) and flushes the lanes' queues.
+// Lock order: a lane's mu, then Engine::post_mu_; mu_ is taken alone.
 class PeerState final : public FrameSink {
  public:
   PeerState(Engine* engine, int rank, std::string address, int nconns);
@@ -67,16 +70,22 @@ class PeerState final : public FrameSink {
   void request_sent(SendReq* req) override;
   // Records the sticky error (first one wins) and wakes every waiter.
   void set_error(Status status);
-  void connection_up();
+  // Connection `index` is up: inline sends may use `fd` from now on.
+  void connection_up(int index, int fd);
+  // Before connection `index` is closed: no inline send uses its socket any more. With `goodbye`, tells the
+  // peer first, unless a frame is half sent.
+  void lane_down(int index, bool goodbye);
+  // Completes the in-flight writes at the front that are done, in posting order.
+  void complete_done();
   // The sockets are closed and every request dropped (wakes wait_released()).
   void mark_released();
-  // Hands every queued request and in-flight record back to the engine's pools.
+  // Hands every queued request (lane locks) and in-flight record back to the engine's pools.
   void release_all();
   std::unique_ptr<Conn>& conn(int index) { return conns_[static_cast<size_t>(index)]; }
-  Fifo<SendReq>& out_queue(int index) { return out_queues_[static_cast<size_t>(index)]; }
+  SendLane& lane(int index) { return lanes_[static_cast<size_t>(index)]; }
 
  private:
-  friend class Engine;       // moves posted requests into the progress-side queues
+  friend class Engine;       // posts and sends inline, takes posted records into in_flight_
   friend class TcpEndpoint;  // write sequence and stripe rotation
   struct Assembly {
     uint64_t seq;   // write_seq of a striped write
@@ -93,16 +102,16 @@ class PeerState final : public FrameSink {
   uint64_t write_seq_ = 0;
   uint32_t next_stripe_conn_ = 0;
   std::atomic<uint64_t> writes_posted_{0};
-  std::atomic<uint64_t> writes_completed_{0};  // written by the progress thread
+  std::atomic<uint64_t> writes_completed_{0};  // by the progress thread, or inline when nothing was in flight
+
+  std::unique_ptr<SendLane[]> lanes_;  // by connection index; each guarded by its own mu
 
   // Guarded by Engine::post_mu_.
-  std::vector<Fifo<SendReq>> posted_;  // per connection, posted but not yet taken by the progress thread
-  Fifo<WriteRecord> posted_records_;
-  bool dirty_ = false;  // on the engine's list of peers with posted requests
+  Fifo<WriteRecord> posted_records_;  // posted writes not yet taken by the progress thread, in order
+  bool dirty_ = false;                // on the engine's list of peers with posted records or queued frames
 
   // Progress thread only.
   std::vector<std::unique_ptr<Conn>> conns_;  // by connection index; null until connected/accepted
-  std::vector<Fifo<SendReq>> out_queues_;     // by connection index
   Fifo<WriteRecord> in_flight_;               // posted writes in posting order
   std::vector<Assembly> assembling_;          // striped incoming writes with stripes missing
   int conns_ended_ = 0;                       // connections the peer closed cleanly
@@ -122,7 +131,9 @@ class PeerState final : public FrameSink {
 };
 
 // Contract: driven by one thread at a time (see transport.h). Local completion (writes_completed) means the
-// kernel holds the bytes, not that the peer has them; the peer's Notify says that. Destroying the endpoint
+// kernel holds the bytes, not that the peer has them; the peer's Notify says that. A write or send whose frame
+// the kernel takes whole at once is written by the calling thread (see tcp_engine.h), and such a write with no
+// other write in flight is complete when write() returns. Destroying the endpoint
 // sends a goodbye after whatever is queued in the kernel, closes the pair's sockets, drops writes not yet
 // handed to the kernel, and returns once the progress thread no longer touches the caller's buffers. The peer
 // receives everything sent before the goodbye, then fails with kConnectionLost ("closed on purpose").

@@ -1,7 +1,20 @@
-// The tcp transport's engine: one progress thread per transport that owns every socket. It accepts
-// connections and runs the handshake, reads frames into registered memory, writes the frames endpoints
-// posted, and turns socket failures into sticky endpoint errors. Endpoints talk to it through a mutex-guarded
-// post list plus an eventfd that wakes it only when it sleeps in epoll_wait.
+// The tcp transport's engine: one progress thread per transport that owns every socket's life. It accepts
+// connections and runs the handshake, reads frames into registered memory, writes the frames that endpoints
+// could not write themselves, and turns socket failures into sticky endpoint errors.
+//
+// Sending (the latency path): a posting thread first tries to write a single-stripe frame itself, under the
+// connection's SendLane lock, when nothing is queued on that lane (SendLane::send_now: sendmsg with
+// MSG_DONTWAIT). Only what the kernel did not take (EAGAIN, a partial write, an error, a connection not yet
+// up) is queued on the lane; the progress thread then flushes it under the same lock, in order, with EPOLLOUT
+// armed while the queue is not empty. A write sent whole inline while no other write is in flight completes
+// at once on the posting thread; otherwise its record joins the in-flight list (under post_mu_) so that writes
+// complete in posting order. Socket errors met inline leave the frame queued: the progress thread meets the
+// error again and fails the peer with a message naming it. Posts that need the progress thread go on a
+// mutex-guarded dirty list plus an eventfd that wakes it only when it sleeps in epoll_wait.
+//
+// Receiving: the progress thread reads every socket and wakes wait_for_activity() callers through Activity
+// (which takes its mutex only when a caller sleeps). It busy-polls epoll for a while after activity only on
+// hosts with many cores; on small hosts it sleeps in epoll_wait at once and the kernel wakes it on data.
 //
 // Non-goals: more than one progress thread, timers (deadlines are the callers'), reconnection.
 #pragma once
@@ -98,7 +111,8 @@ class Engine {
   Status add_peer(std::shared_ptr<PeerState> peer, std::vector<net::Fd> outgoing);
   // Hands the peer back; true when the progress thread (or shutdown) will release it (see wait_released).
   bool remove_peer(std::shared_ptr<PeerState> peer);
-  void post_write(PeerState& peer, std::span<const Stripe> stripes);
+  // `idle`: every earlier write of the peer had completed when this one was posted.
+  void post_write(PeerState& peer, std::span<const Stripe> stripes, bool idle);
   void post_control(PeerState& peer, std::span<const std::byte> payload);
   bool peer_known_dead(int rank, std::string* why);
 
@@ -114,6 +128,10 @@ class Engine {
   };
 
   void mark_dirty(PeerState& peer);  // under post_mu_
+  // Queues the unsent rest of one frame on `lane` and marks the peer dirty; under the lane's lock and post_mu_.
+  SendReq* queue_rest(PeerState& peer, SendLane& lane, const FrameHeader& header, const std::byte* payload, size_t sent,
+                      WriteRecord* record);
+  void post_striped(PeerState& peer, std::span<const Stripe> stripes);
   void wake();
   void run();
   bool drain();
