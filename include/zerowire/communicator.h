@@ -41,6 +41,14 @@ class WorkState;
 class CommImpl;
 }  // namespace internal
 
+// When an operation actually ran, on the steady clock (ns since its epoch): from the moment the thread that ran it
+// (the communicator's worker or a waiter) started it to its completion. Both 0 when unknown: not finished yet, or
+// completed by polling (GPU operations).
+struct OpTiming {
+  int64_t start_ns = 0;  // started running (after any time queued behind earlier operations)
+  int64_t end_ns = 0;    // finished
+};
+
 // Completion handle of one operation. Copyable; all copies observe the same operation.
 class Work {
  public:
@@ -53,6 +61,8 @@ class Work {
   Status wait(std::chrono::milliseconds timeout) const;
   // True once the operation finished (successfully or not).
   bool test() const;
+  // When it ran (OpTiming); all zero until it finished or when its completion was polled.
+  OpTiming timing() const;
 
  private:
   std::shared_ptr<internal::WorkState> state_;

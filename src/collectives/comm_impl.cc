@@ -379,6 +379,7 @@ void CommImpl::run_next(std::unique_lock<std::mutex>& lock, bool by_waiter) {
     ++(by_waiter ? q_.counts.by_waiter : q_.counts.by_worker);
     Status failed = failed_;
     lock.unlock();
+    op.work->mark_started();
     Status s = execute(op, failed, by_waiter);
     op.work->finish(std::move(s));
     op = Pending{};  // the task's captures are released outside the lock

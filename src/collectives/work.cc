@@ -8,9 +8,27 @@
 namespace zw {
 namespace internal {
 
+namespace {
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+void WorkState::mark_started() { started_ns_.store(steady_ns(), std::memory_order_relaxed); }
+
+OpTiming WorkState::timing() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int64_t start = started_ns_.load(std::memory_order_relaxed);
+  if (finished_ns_ == 0 || start == 0) return OpTiming{};
+  return OpTiming{start, finished_ns_};
+}
+
 void WorkState::finish(Status status) {
+  const int64_t end = steady_ns();
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    finished_ns_ = end;
     status_ = std::move(status);
     done_.store(true, std::memory_order_release);
   }
@@ -80,5 +98,7 @@ Status Work::wait(std::chrono::milliseconds timeout) const {
 }
 
 bool Work::test() const { return !state_ || state_->test(); }
+
+OpTiming Work::timing() const { return state_ ? state_->timing() : OpTiming{}; }
 
 }  // namespace zw

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 
+#include "zerowire/communicator.h"
 #include "zerowire/status.h"
 
 namespace zw::internal {
@@ -57,6 +58,11 @@ class WorkState {
   // Sleeps until finish() or `deadline`, never running anything (the runner's fallback); false on timeout.
   bool wait_for_finish(std::chrono::steady_clock::time_point deadline) const;
   Status status() const;
+  // Records that the operation starts running now (steady clock); called by whoever runs it, before running it.
+  void mark_started();
+  // When the operation ran: steady-clock ns of mark_started() and finish(); {0, 0} when not (yet) known (polled GPU
+  // operations, or an operation not finished yet).
+  OpTiming timing() const;
 
  private:
   // Asks the poller, if any, and finishes when it reports completion; true once done.
@@ -69,7 +75,9 @@ class WorkState {
   mutable std::mutex mutex_;
   mutable std::condition_variable cv_;
   mutable std::atomic<bool> done_{false};
-  mutable Status status_;  // written before done_ is released
+  mutable Status status_;               // written before done_ is released
+  std::atomic<int64_t> started_ns_{0};  // steady clock when the runner started it (0: not recorded)
+  int64_t finished_ns_ = 0;             // steady clock at finish() (0: polled or running); written under mutex_
 };
 
 }  // namespace zw::internal

@@ -105,6 +105,12 @@ Status Engine::allocate() {
   po.gather_dtype = model_dtype_;
   po.poison_released = options_.poison_released;
   po.stream = options_.stream;
+  if (options_.timeline) {
+    timeline_ = std::make_unique<Timeline>(pm_.rank());
+    fetched_ns_.assign(size_t(pm_.num_units()), 0);
+    fetched_grads_.assign(size_t(pm_.num_units()), false);
+  }
+  po.timeline = timeline_.get();
   ZW_ASSIGN_OR_RETURN(prefetch_, PrefetchScheduler::create(comm_, pm_, source, po));
   GradReducerOptions ro;
   ro.reduce_bucket_numel = z.reduce_bucket_size;
@@ -112,6 +118,7 @@ Status Engine::allocate() {
   ro.comm_dtype = comm_dtype_;
   ro.predivide = predivide_;
   ro.stream = options_.stream;
+  ro.timeline = timeline_.get();
   ZW_ASSIGN_OR_RETURN(reducer_, GradReducer::create(comm_, pm_, MemRef::host(grad_acc_.data(), n * 4), ro));
   const EngineMemory mem = memory();
   ZW_INFO(kZero,
@@ -184,10 +191,18 @@ Result<UnitView> Engine::fetch(int unit, bool with_grads) {
   if (with_grads) {
     ZW_ASSIGN_OR_RETURN(v.grads, reducer_->grads(unit));
   }
+  if (timeline_) {
+    fetched_ns_[size_t(unit)] = Timeline::now_ns();
+    fetched_grads_[size_t(unit)] = with_grads;
+  }
   return v;
 }
 
 Status Engine::release(int unit, bool grads_final) {
+  if (timeline_ && unit >= 0 && unit < pm_.num_units() && fetched_ns_[size_t(unit)] > 0) {
+    timeline_->compute(unit, fetched_grads_[size_t(unit)], fetched_ns_[size_t(unit)], Timeline::now_ns());
+    fetched_ns_[size_t(unit)] = 0;
+  }
   ZW_TRY(prefetch_->release(unit));
   if (grads_final) ZW_TRY(reducer_->reduce(unit));
   return Status();

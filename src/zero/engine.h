@@ -40,6 +40,7 @@
 #include "zero/optim/cpu_adam.h"
 #include "zero/partition.h"
 #include "zero/prefetch.h"
+#include "zero/timeline.h"
 
 namespace zw::zero {
 
@@ -50,6 +51,7 @@ struct EngineOptions {
   int optimizer_threads = 0;        // offloaded Adam threads (0: hardware concurrency)
   bool poison_released = false;     // test hook: NaN-fill gather buffers when their unit leaves
   void* stream = nullptr;           // cudaStream_t of the model's compute (device memory, GPU engine; host: unused)
+  bool timeline = false;            // record collective and compute spans (timeline()); off: no cost
 };
 
 struct UnitView {
@@ -121,6 +123,8 @@ class Engine {
   const PrefetchScheduler& prefetch() const { return *prefetch_; }
   const GradReducer& reducer() const { return *reducer_; }
   EngineMemory memory() const;
+  // The recorded spans (zero/timeline.h) when EngineOptions::timeline is on, else null.
+  const Timeline* timeline() const { return timeline_.get(); }
 
  private:
   Engine(Communicator& comm, const ZeroConfig& config, const EngineOptions& options, LossScaler scaler)
@@ -140,6 +144,9 @@ class Engine {
   double predivide_ = 1;                       // gradients are divided by this before the reduce-scatter
   PinnedBuffer master_, model16_, m_, v_, grad_acc_;
   std::unique_ptr<ThreadPool> threads_;
+  std::unique_ptr<Timeline> timeline_;  // before prefetch_ and reducer_, which record into it (outlives them)
+  std::vector<int64_t> fetched_ns_;     // timeline: per unit, when fetch returned it (0: not held)
+  std::vector<bool> fetched_grads_;     // timeline: per unit, fetched with gradients (a backward span)
   std::unique_ptr<PrefetchScheduler> prefetch_;
   std::unique_ptr<GradReducer> reducer_;
   int gas_ = 1;                  // gradient_accumulation_steps

@@ -102,12 +102,20 @@ GradReducer::~GradReducer() {
   for (int b : pending_) (void)buckets_[b].work.wait();  // the buffers must outlive the communicator's use of them
 }
 
-Status GradReducer::complete_front() {
+Status GradReducer::complete_front(bool blocking) {
   Bucket& k = buckets_[pending_.front()];
   pending_.pop_front();
   const auto t0 = std::chrono::steady_clock::now();
   Status s = k.work.wait();
-  stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto t1 = std::chrono::steady_clock::now();
+  stats_.wait_s += std::chrono::duration<double>(t1 - t0).count();
+  if (options_.timeline) {
+    auto ns = [](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+    };
+    if (blocking) options_.timeline->waited(k.span, ns(t0), ns(t1));
+    options_.timeline->completed(k.span, k.work, ns(t1));
+  }
   if (!s.ok()) {
     std::string units;
     for (const Entry& e : k.entries) units += (units.empty() ? "" : ", ") + pm_.unit(e.unit).name;
@@ -124,7 +132,7 @@ Status GradReducer::complete_front() {
 }
 
 Status GradReducer::poll() {
-  while (!pending_.empty() && buckets_[pending_.front()].work.test()) ZW_TRY(complete_front());
+  while (!pending_.empty() && buckets_[pending_.front()].work.test()) ZW_TRY(complete_front(/*blocking=*/false));
   return Status();
 }
 
@@ -178,6 +186,9 @@ Status GradReducer::issue() {
   o.dtype = options_.comm_dtype;
   o.op = ReduceOp::kSum;
   o.stream = options_.stream;
+  if (options_.timeline)
+    k.span = options_.timeline->issued(SpanKind::kReduceScatter, k.entries.front().unit, int(k.entries.size()),
+                                       int64_t(part) * W);
   ZW_ASSIGN_OR_RETURN(k.work, reduce_scatter(comm_, o));
   k.counted = false;
   pending_.push_back(open_);

@@ -32,6 +32,7 @@
 
 #include "zero/optim/pinned_buffer.h"
 #include "zero/partition.h"
+#include "zero/timeline.h"
 #include "zerowire/communicator.h"
 
 namespace zw::zero {
@@ -42,6 +43,7 @@ struct GradReducerOptions {
   DataType comm_dtype = DataType::kFloat32;  // what is reduce-scattered: kFloat32, kFloat16 or kBFloat16
   double predivide = 1.0;                    // gradients are multiplied by 1/predivide before the sum (> 0)
   void* stream = nullptr;                    // cudaStream_t the reduce-scatters are ordered on (device memory only)
+  Timeline* timeline = nullptr;              // records every reduce-scatter and wait when set (must outlive it)
 };
 
 struct GradReducerStats {
@@ -87,12 +89,13 @@ class GradReducer {
     int64_t filled = 0;          // elements per rank packed so far
     Work work;                   // the reduce-scatter, once issued
     bool counted = false;        // already counted as overlapped
+    int span = -1;               // the reduce-scatter's span in options_.timeline
   };
   GradReducer(Communicator& comm, const PartitionManager& pm, MemRef accum, const GradReducerOptions& options)
       : comm_(comm), pm_(pm), accum_(accum), options_(options) {}
   void pack(int unit, const float* grads, int64_t begin, int64_t numel);
   Status issue();
-  Status complete_front();
+  Status complete_front(bool blocking = true);  // blocking: the caller waits (not known complete)
   Status poll();
 
   Communicator& comm_;

@@ -207,6 +207,7 @@ Status PrefetchScheduler::issue(int unit, bool prefetch) {
   o.count = size_t(S);
   o.dtype = options_.gather_dtype;
   o.stream = options_.stream;
+  if (options_.timeline) st.span = options_.timeline->issued(SpanKind::kAllGather, unit, 1, int64_t(o.output.bytes));
   ZW_ASSIGN_OR_RETURN(st.work, all_gather(comm_, o));
   st.in_flight = true;
   st.ready = false;
@@ -223,8 +224,7 @@ Status PrefetchScheduler::wait_ready(int unit) {
   UnitState& st = units_[unit];
   if (st.ready) return Status();
   const int64_t t0 = now_ns();
-  Status s = st.work.wait();
-  st.in_flight = false;
+  Status s = wait_gather(st);
   if (!s.ok())
     return s.with_context("rank " + std::to_string(pm_.rank()) + ": all-gather of unit " + pm_.unit(unit).name);
   const Slot& slot = slots_[st.slot];
@@ -241,9 +241,22 @@ Status PrefetchScheduler::wait_ready(int unit) {
   return Status();
 }
 
+// Waits for the unit's gather (in flight) and records the wait and its completion in the timeline.
+Status PrefetchScheduler::wait_gather(UnitState& st) {
+  const int64_t t0 = options_.timeline ? now_ns() : 0;
+  Status s = st.work.wait();
+  st.in_flight = false;
+  if (options_.timeline) {
+    const int64_t t1 = now_ns();
+    options_.timeline->waited(st.span, t0, t1);
+    options_.timeline->completed(st.span, st.work, t1);
+  }
+  return s;
+}
+
 Status PrefetchScheduler::drop(int unit) {
   UnitState& st = units_[unit];
-  if (st.in_flight) ZW_TRY(st.work.wait());
+  if (st.in_flight) ZW_TRY(wait_gather(st));
   st.in_flight = st.ready = false;
   if (!st.persistent && st.slot >= 0) {
     if (options_.poison_released) {

@@ -29,6 +29,7 @@
 
 #include "zero/optim/pinned_buffer.h"
 #include "zero/partition.h"
+#include "zero/timeline.h"
 #include "zerowire/communicator.h"
 
 namespace zw::zero {
@@ -42,6 +43,7 @@ struct PrefetchOptions {
   DataType gather_dtype = DataType::kFloat32;   // f32, f16 or bf16 (the dtype of the source shard space)
   bool poison_released = false;  // test hook: fill a buffer with NaN when its unit leaves (catches stale views)
   void* stream = nullptr;        // cudaStream_t the gathers are ordered on (device memory, GPU engine; host: unused)
+  Timeline* timeline = nullptr;  // records every gather and wait when set (must outlive the scheduler)
 };
 
 // One gather as seen by the overlap test: when it was issued relative to its use.
@@ -107,6 +109,7 @@ class PrefetchScheduler {
     bool held = false;        // between acquire and release
     Work work;                // the gather
     int event = -1;           // index into events_ for the current gather
+    int span = -1;            // the current gather's span in options_.timeline
   };
 
   PrefetchScheduler(Communicator& comm, const PartitionManager& pm, MemRef source, const PrefetchOptions& options)
@@ -114,6 +117,7 @@ class PrefetchScheduler {
   Status allocate();
   Status issue(int unit, bool prefetch);
   Status wait_ready(int unit);
+  Status wait_gather(UnitState& st);
   int free_slot() const;
   Status make_room();
   Status prefetch_ahead();

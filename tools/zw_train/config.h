@@ -35,6 +35,7 @@ struct TrainConfig {
   int threads = 1;                               // OpenBLAS threads (fixed, for determinism)
   bool quiet = false;                            // no progress lines
   int64_t fault_ckpt_abort_bytes = -1;           // test hook: abort while writing the next checkpoint
+  std::string timeline;                          // ZeRO-3: write PREFIX.rank<r>.json span timelines ("" = off)
 };
 
 // Checks ranges and combinations; the message names the flag to change.

@@ -46,6 +46,9 @@ void add_train_flags(CLI::App& app, zw::train::TrainConfig& c) {
   app.add_option("--stop-after", c.stop_after, "stop after N steps of this run, with a checkpoint (0: no)");
   app.add_option("--threads", c.threads, "OpenBLAS threads (fixed for reproducible results)")->capture_default_str();
   app.add_flag("--quiet", c.quiet, "no progress lines");
+  app.add_option("--timeline", c.timeline,
+                 "with --deepspeed_config: record collective and compute spans; rank r writes PREFIX.rank<r>.json "
+                 "(Chrome trace JSON) and rank 0 prints the fraction of communication hidden behind compute");
   app.add_option("--fault-ckpt-abort-bytes", c.fault_ckpt_abort_bytes,
                  "testing: abort() after writing N bytes of the next checkpoint")
       ->group("");

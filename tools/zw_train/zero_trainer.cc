@@ -41,6 +41,7 @@ class ZeroTrainer {
   Result<double> evaluate();
   Result<double> all_reduce_sum(double local);
   Status checkpoint(int64_t steps_taken);
+  Status write_timeline();
   Result<bool> resume();
   std::string ckpt_root() const { return c_.out_dir + "/ckpt_zero"; }
   bool leader() const { return comm_.rank() == 0; }
@@ -80,6 +81,7 @@ Status ZeroTrainer::make_engine() {
   eo.adam.weight_decay = float(c_.weight_decay);
   eo.adam.adam_w_mode = true;
   eo.optimizer_threads = 1;  // ranks already share the cores
+  eo.timeline = !c_.timeline.empty();
   ZW_ASSIGN_OR_RETURN(engine_, zero::Engine::create(comm_, ds_, zero::PartitionManager::gpt_units(layout_), eo));
   // Each rank computes only its shard of the initial values, bit-identical to init_gpt_params (zero_init.h).
   ZW_TRY(engine_->init_shards([&](int u, int64_t begin, int64_t count, float* out) {
@@ -146,6 +148,25 @@ Status ZeroTrainer::checkpoint(int64_t steps_taken) {
     if (!c_.quiet)
       std::printf("zw_train: checkpoint at step %lld -> %s/%s\n", (long long)steps_taken, ckpt_root().c_str(),
                   tag.c_str());
+  }
+  return Status();
+}
+
+// --timeline PREFIX: every rank writes PREFIX.rank<r>.json; rank 0 prints its overlap figures (zero/timeline.h).
+Status ZeroTrainer::write_timeline() {
+  const zero::Timeline* tl = engine_->timeline();
+  if (tl == nullptr) return Status();
+  const std::string path = c_.timeline + ".rank" + std::to_string(comm_.rank()) + ".json";
+  ZW_TRY(tl->write_chrome_json(path));
+  if (leader()) {
+    const zero::OverlapFigures f = zero::overlap(tl->spans());
+    std::printf(
+        "zw_train: timeline -> %s (rank 0): all-gathers %lld, %.3f s in flight, %.1f%% hidden behind compute; "
+        "reduce-scatters %lld, %.3f s in flight, %.1f%% hidden; compute %.3f s; blocked on communication %.3f s "
+        "(all-gather %.3f s, reduce-scatter %.3f s)\n",
+        path.c_str(), (long long)f.all_gather.ops, f.all_gather.comm_s, 100 * f.all_gather.fraction,
+        (long long)f.reduce_scatter.ops, f.reduce_scatter.comm_s, 100 * f.reduce_scatter.fraction, f.compute_s,
+        f.blocked_s, f.all_gather.blocked_s, f.reduce_scatter.blocked_s);
   }
   return Status();
 }
@@ -255,6 +276,7 @@ Result<TrainReport> ZeroTrainer::run() {
     if ((c_.ckpt_every > 0 && r.step % c_.ckpt_every == 0) || r.step == end) ZW_TRY(checkpoint(r.step));
     std::fflush(stdout);
   }
+  ZW_TRY(write_timeline());
   if (!rates.empty()) {
     std::sort(rates.begin(), rates.end());
     report.tokens_per_s = rates[rates.size() / 2];
