@@ -91,6 +91,8 @@ TABLE=$(awk -v bw_size="$BW_SIZE" -v lat_size="$LAT_SIZE" '
 echo
 echo "$TABLE"
 echo "host load average (1 min) before / after: $LOAD_BEFORE / $LOAD_AFTER on $(nproc) CPUs"
+CLOCKSOURCE=$(awk '$1 == "CLOCKSOURCE" { print $2; exit }' "$OUT")
+echo "guest clocksource: ${CLOCKSOURCE:-unknown} (hpet: clock_gettime is a system call, about 0.9 us under TCG)"
 if [ $RECORD = 1 ]; then
   {
     echo
