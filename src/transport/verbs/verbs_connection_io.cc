@@ -16,7 +16,6 @@ constexpr int kSpinsBeforeSleep = 200;
 constexpr uint32_t kSpinBeforeYield = 256;  // empty polls before a software-device rank starts yielding
 constexpr uint32_t kSpinBeforeNap = 4096;   // ... and before it naps instead (its vCPU/core goes idle)
 constexpr auto kNap = std::chrono::microseconds(20);
-constexpr int kInnerSpin = 64;  // extra CQ polls inside one empty poll() call on a software device
 
 }  // namespace
 
@@ -239,16 +238,6 @@ Result<bool> VerbsConnection::poll(Message* out, bool* part) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     (void)progress_locked();  // a failure is recorded as the sticky error, returned once the inbox is empty
-    // Software device, still in the spin phase: poll the CQ a few more times before returning empty. Each
-    // return costs the caller's loop (issue 4: zw_write_lat reads the clock per call, a system call of ~0.9 us
-    // under TCG), which otherwise sets how late an arrival is seen. The spins count as empty polls, so the
-    // yield/nap schedule below starts after the same number of CQ polls as before.
-    if (device_->software()) {
-      for (int k = 0; k < kInnerSpin && inbox_.empty() && empty_polls_ < kSpinBeforeYield &&
-                      !failed_.load(std::memory_order_relaxed);
-           ++k, ++empty_polls_)
-        (void)progress_locked();
-    }
     if (!inbox_.empty()) {
       *out = inbox_.front().msg;
       *part = inbox_.front().part;
