@@ -96,6 +96,12 @@ Status Engine::allocate() {
   if (z.offload_optimizer.device == OffloadDevice::kCpu) {
     ZW_ASSIGN_OR_RETURN(threads_, ThreadPool::create(options_.optimizer_threads));
   }
+  OffloadPipelineOptions oo;
+  oo.threads = threads_.get();
+  oo.stream = options_.stream;
+  ZW_ASSIGN_OR_RETURN(optimizer_, OffloadPipeline::create(oo));
+  for (const ShardPiece& piece : pm_.pieces())
+    decay_ranges_.push_back(DecayRange{piece.shard_offset, piece.numel, piece.weight_decay});
   PrefetchOptions po;
   po.prefetch_bucket_numel = z.prefetch_bucket_size;
   po.max_live_numel = z.max_live_parameters;
@@ -267,29 +273,20 @@ Result<StepResult> Engine::step(double lr) {
 
 // The Adam step over this rank's shard space in sub-groups of at most sub_group_size elements, in turn: each
 // sub-group's f32 master/m/v is updated and copied out to the 16-bit weights before the next one starts. The math
-// is per element, so any grouping gives the same bits as one group.
+// is per element, so any grouping gives the same bits as one group. Every buffer is host memory here, so the
+// pipeline takes its fused path (offload_pipeline.h).
 Status Engine::adam_sub_groups(const AdamParams& base) {
-  const int64_t n = pm_.total_shard_numel(), group = config_.zero.sub_group_size;
-  const std::vector<ShardPiece>& pieces = pm_.pieces();
-  uint16_t* m16 = model16_.as<uint16_t>();
-  float* grads = grad_acc_.as<float>();
-  last_sub_groups_ = 0;
-  size_t first = 0;  // pieces are in shard-offset order; the first that may reach into this group
-  for (int64_t lo = 0; lo < n; lo += group) {
-    const int64_t hi = std::min(n, lo + group);
-    ++last_sub_groups_;
-    while (first < pieces.size() && pieces[first].shard_offset + pieces[first].numel <= lo) ++first;
-    for (size_t i = first; i < pieces.size() && pieces[i].shard_offset < hi; ++i) {
-      const ShardPiece& piece = pieces[i];
-      const int64_t a = std::max(lo, piece.shard_offset), b = std::min(hi, piece.shard_offset + piece.numel);
-      if (a >= b) continue;
-      AdamParams p = base;
-      if (!piece.weight_decay) p.weight_decay = 0.0f;
-      ZW_TRY(adam_step(p, master_.as<float>() + a, m_.as<float>() + a, v_.as<float>() + a, grads + a, size_t(b - a),
-                       model_dtype_ == DataType::kBFloat16 ? m16 + a : nullptr,
-                       model_dtype_ == DataType::kFloat16 ? m16 + a : nullptr, int(steps_), threads_.get()));
-    }
-  }
+  const int64_t n = pm_.total_shard_numel();
+  OptimizerShard shard;
+  shard.numel = n;
+  shard.master = master_.as<float>();
+  shard.m = m_.as<float>();
+  shard.v = v_.as<float>();
+  shard.grad = MemRef::host(grad_acc_.data(), size_t(n) * 4);
+  shard.weights_dtype = model_dtype_;
+  if (model_dtype_ != DataType::kFloat32) shard.weights16 = MemRef::host(model16_.data(), size_t(n) * 2);
+  ZW_TRY(optimizer_->step(base, int(steps_), shard, decay_ranges_, config_.zero.sub_group_size));
+  last_sub_groups_ = optimizer_->last_stats().sub_groups;
   return Status();
 }
 

@@ -21,11 +21,16 @@
 // only in threading. offload_param "cpu" and "none" are the same here (shards and gather buffers are host memory by
 // construction; pin_memory is satisfied by the huge-page buffers); "nvme" is refused by the parser.
 // sub_group_size: the step runs over the shard space in sub-groups of at most that many elements, each updated and
-// copied out to 16 bits in turn (optimizer_sub_groups()); the result is the same bits for any size.
+// copied out to 16 bits in turn (optimizer_sub_groups()); the result is the same bits for any size. The step is
+// zero/offload_pipeline.h's OffloadPipeline over MemRefs of the gradient shard and the 16-bit weights: host memory
+// (always, in this engine) takes its fused path, that sub-group loop with no copies; device memory would take
+// its tiled path, which copies gradients down and 16-bit weights up in double-buffered tiles on copy streams
+// ordered after EngineOptions::stream. The engine itself still allocates only host buffers (see non-goals).
 // stage3_max_reuse_distance: see prefetch.h. Any other parsed key the engine does not act on is an error at
 // create() (never silently ignored).
 // Threading: one thread drives an engine. Non-goals: NVMe offload, stages 1 and 2, device memory and streams
-// (every buffer is a host MemRef for now), overlapping one sub-group's step with the next one's copies.
+// in the engine's own buffers (every shard is a host MemRef for now; the GPU trainer will hand device MemRefs of
+// the gradient shard and the 16-bit weights to the same OffloadPipeline::step).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +42,7 @@
 #include "zero/config.h"
 #include "zero/grad_reducer.h"
 #include "zero/loss_scaler.h"
+#include "zero/offload_pipeline.h"
 #include "zero/optim/cpu_adam.h"
 #include "zero/partition.h"
 #include "zero/prefetch.h"
@@ -144,6 +150,8 @@ class Engine {
   double predivide_ = 1;                       // gradients are divided by this before the reduce-scatter
   PinnedBuffer master_, model16_, m_, v_, grad_acc_;
   std::unique_ptr<ThreadPool> threads_;
+  std::unique_ptr<OffloadPipeline> optimizer_;  // the sharded Adam step (fused host path here)
+  std::vector<DecayRange> decay_ranges_;        // the shard pieces, with their weight-decay flag
   std::unique_ptr<Timeline> timeline_;  // before prefetch_ and reducer_, which record into it (outlives them)
   std::vector<int64_t> fetched_ns_;     // timeline: per unit, when fetch returned it (0: not held)
   std::vector<bool> fetched_grads_;     // timeline: per unit, fetched with gradients (a backward span)
