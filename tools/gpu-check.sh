@@ -5,8 +5,10 @@
 # 1. configures the project with CUDA (Release, Ninja) into build-gpu/ and builds the GPU targets with their
 #    dependencies (ZW_GPU_FULL_BUILD=1 builds all);
 # 2. runs the GPU tests (ctest -R 'cuda|gpu': the CUDA kernels bit for bit, every collective on device memory with
-#    1-8 ranks as threads against a host reference, and a 2-process CUDA-IPC run under zwrun);
-# 3. runs the CUDA reduce-kernel bandwidth check and the peer-copy physical reference (zw_nccl_perf -t peercopy);
+#    1-8 ranks as threads against a host reference, a 2-process CUDA-IPC run under zwrun, the staged path as
+#    processes, and the ZeRO-3 offload pipeline's device path bit for bit against its host path);
+# 3. runs the CUDA reduce-kernel bandwidth check, the ZeRO-3 offload pipeline's hidden-copy benchmark
+#    (zw_offload_bench) and the peer-copy physical reference (zw_nccl_perf -t peercopy);
 # 4. runs zw_gpu_coll_perf under zwrun, one process per GPU: zerowire and NCCL interleaved in one harness for
 #    allgather, reducescatter and allreduce in bf16 and f32 from 8 KiB to 1 GiB, ZW_GPU_REPS repetitions (default 3);
 #    then the same with ZW_CUDA_ALGO=ring (bf16, one repetition) to compare the ring kernels with the direct ones;
@@ -31,7 +33,8 @@ echo "== configure and build ($BUILD)"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$LOG/configure.log" 2>&1 || {
   tail -40 "$LOG/configure.log"; exit 1; }
 grep 'zerowire:' "$LOG/configure.log"
-targets=(zw_cuda_kernels_test zw_gpu_collectives_test zw_gpu_staged_test zw_cuda_reduce_bench zw_nccl_perf zw_gpu_coll_perf zwrun)
+targets=(zw_cuda_kernels_test zw_gpu_collectives_test zw_gpu_staged_test zw_gpu_zero_offload_test zw_cuda_reduce_bench
+         zw_offload_bench zw_nccl_perf zw_gpu_coll_perf zwrun)
 [ "${ZW_GPU_FULL_BUILD:-0}" = 1 ] && targets=(all)
 cmake --build "$BUILD" --target "${targets[@]}" >"$LOG/build.log" 2>&1 || { grep -B2 -A20 -m3 'error' "$LOG/build.log"; exit 1; }
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
@@ -56,6 +59,9 @@ done
 
 echo "== CUDA reduce kernels vs device-to-device copy"
 "$(find_bin zw_cuda_reduce_bench)" | tee "$LOG/reduce_bench.txt" || status=1
+
+echo "== ZeRO-3 offloaded optimizer: copies down/up hidden behind the host Adam update (100M parameters, bf16)"
+"$(find_bin zw_offload_bench)" | tee "$LOG/offload_bench.txt" || status=1
 
 echo "== peer-copy reference (cudaMemcpyPeerAsync push, no synchronization; $REPS repetitions)"
 for rep in $(seq 1 "$REPS"); do
