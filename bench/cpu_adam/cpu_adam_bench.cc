@@ -8,6 +8,7 @@
 // step is a long, memory-bound operation; medians of whole steps are what matters), GPU.
 //
 // Usage: zw_cpu_adam_bench [--params N] [--steps S] [--reps R] [--threads T] [--no-torch] [--bf16] [--torch-heap]
+//                          [--python PATH]   (the interpreter that has torch; default /usr/bin/python3, Debian's)
 #include <immintrin.h>
 
 #include <algorithm>
@@ -37,6 +38,7 @@ struct Options {
   bool torch = true;
   bool bf16 = false;
   bool torch_heap = false;  // also run torch with glibc's mmap disabled, so its temporaries reuse heap pages
+  std::string python = "/usr/bin/python3";  // runs torch_adam.py
 };
 
 // torch allocates fresh temporaries each step; glibc serves them with new mmaps whose first touch is slow on these
@@ -196,7 +198,7 @@ double stream_rate(State& s, ThreadPool* pool) {
 
 // Runs torch_adam.py and returns {optimizer name -> Mparam/s}; also remembers torch's flag line.
 std::map<std::string, double> run_torch(const Options& o, int threads, std::string& flags, const char* env) {
-  const std::string cmd = std::string(env) + "/usr/bin/python3 " + ZW_CPU_ADAM_TORCH_SCRIPT + " --params " +
+  const std::string cmd = std::string(env) + o.python + " " + ZW_CPU_ADAM_TORCH_SCRIPT + " --params " +
                           std::to_string(o.params) + " --steps " + std::to_string(o.steps) + " --threads " +
                           std::to_string(threads);
   std::map<std::string, double> out;
@@ -209,7 +211,10 @@ std::map<std::string, double> run_torch(const Options& o, int threads, std::stri
     if (std::sscanf(line, "%63s %lf", name, &mps) == 2) out[name] = mps;
     if (const char* brace = std::strchr(line, '{')) flags = brace;
   }
-  pclose(f);
+  const int rc = pclose(f);
+  if (rc != 0 || out.empty())
+    die("torch_adam.py failed under " + o.python + " (exit status " + std::to_string(rc) +
+        "): is torch importable there? Pass --python PATH to an interpreter with torch, or --no-torch");
   return out;
 }
 
@@ -235,6 +240,8 @@ Options parse(int argc, char** argv) {
       o.bf16 = true;
     else if (a == "--torch-heap")
       o.torch_heap = true;
+    else if (a == "--python" && i + 1 < argc)
+      o.python = argv[++i];
     else
       die("unknown argument " + a + " (see the file header for usage)");
   }
