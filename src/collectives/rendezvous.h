@@ -91,6 +91,8 @@ class Rendezvous {
 
   // "rank 3 (host node7, pid 4242)".
   std::string describe(int rank) const;
+  // The transport's name ("shm", "tcp", ...), for algorithms that suit one transport only.
+  const char* transport_name() const { return transport_.name(); }
 
  private:
   struct Cts {

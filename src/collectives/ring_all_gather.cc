@@ -3,14 +3,17 @@
 // Every block is cut into chunk slices; iteration `it` moves slice `it` of every block one hop per step, so
 // after n-1 steps each rank has received slice `it` of all blocks, and iteration it+1 starts on the wire while
 // later hops of iteration `it` are still travelling. Receives land straight in the output (zero copy): the
-// receiver posts clear-to-send for up to `slots` iterations ahead.
+// receiver posts clear-to-send for up to `slots` iterations ahead. Over shm with at most 4 ranks the work goes to
+// direct_all_gather instead (direct_all_gather.cc says why).
 #include "collectives/algorithms.h"
+#include "collectives/direct_all_gather.h"
 
 namespace zw::internal {
 
 Status ring_all_gather(OpContext& ctx, const BufRef& out, const BlockLayout& layout) {
   const int n = ctx.size, r = ctx.rank;
   if (n == 1) return Status();
+  if (use_direct_all_gather(ctx)) return direct_all_gather(ctx, out, layout);
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
   const size_t chunk = ctx.chunk_bytes;
   const size_t iters = (layout.max_block() + chunk - 1) / chunk;

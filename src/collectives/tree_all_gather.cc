@@ -4,8 +4,10 @@
 // its block to its odd neighbour, which then stands for both (virtual rank r/2) while the remaining ranks
 // are virtual ranks r - rem. The p virtual ranks double their gathered range each step (log2 p steps, all
 // receives straight into the output); finally each odd rank of a pair sends the whole result to its even
-// partner. Steps: log2(p) + 2 when n is not a power of two.
+// partner. Steps: log2(p) + 2 when n is not a power of two. Over shm with at most 4 ranks the work goes to
+// direct_all_gather instead (one step; direct_all_gather.cc says why).
 #include "collectives/algorithms.h"
+#include "collectives/direct_all_gather.h"
 #include "collectives/tree_shape.h"
 
 namespace zw::internal {
@@ -13,6 +15,7 @@ namespace zw::internal {
 Status tree_all_gather(OpContext& ctx, const BufRef& out, const BlockLayout& layout) {
   const int n = ctx.size, r = ctx.rank;
   if (n == 1) return Status();
+  if (use_direct_all_gather(ctx)) return direct_all_gather(ctx, out, layout);
   const FoldedShape shape(n);
   const size_t total = layout.total();
   auto range = [&](int vlo, int vhi, size_t* len) {  // bytes of the blocks virtual ranks [vlo, vhi) hold

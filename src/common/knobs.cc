@@ -43,6 +43,7 @@ const Row kKnobTable[] = {
   {{"ZW_TCP_CONNS_PER_PEER", KnobType::kInt, "1", "tcp sockets per peer; large writes are striped across them", false}, &Knobs::tcp_conns_per_peer},
   {{"ZW_TCP_SOCKBUF", KnobType::kBytes, "4M", "tcp SO_SNDBUF and SO_RCVBUF", false}, &Knobs::tcp_sockbuf},
   {{"ZW_TCP_LISTEN_ADDR", KnobType::kString, "", "address the tcp transport listens on (empty: the address that reaches the store)", false}, &Knobs::tcp_listen_addr},
+  {{"ZW_SHM_DIRECT_AG_MAX_RANKS", KnobType::kInt, "4", "over shm, all-gathers (and the all-gather half of all-reduce) in worlds of at most this many ranks go direct, whatever ZW_ALGO says: every rank writes its block into every peer in one step instead of the ring or recursive doubling (0 or 1: never)", false}, &Knobs::shm_direct_ag_max_ranks},
   {{"ZW_SHM_SPIN_US", KnobType::kInt, "50", "microseconds a waiting rank polls (yielding the CPU between polls) before sleeping on a futex", false}, &Knobs::shm_spin_us},
   {{"ZW_IB_HCA", KnobType::kString, "", "RDMA devices/ports, NCCL syntax: mlx5_0:1,mlx5_1 (prefix match), =name exact, ^ excludes; empty = first active port", false}, &Knobs::ib_hca},
   {{"ZW_IB_GID_INDEX", KnobType::kInt, "-1", "RoCE GID index; -1 = automatic (RoCE v2 IPv4-mapped first, never link-local)", false}, &Knobs::ib_gid_index},

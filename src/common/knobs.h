@@ -34,6 +34,7 @@ struct Knobs {
   int64_t tcp_conns_per_peer;  // ZW_TCP_CONNS_PER_PEER: sockets per peer pair, writes striped across them
   int64_t tcp_sockbuf;         // ZW_TCP_SOCKBUF: SO_SNDBUF/SO_RCVBUF, bytes
   std::string tcp_listen_addr; // ZW_TCP_LISTEN_ADDR: address the tcp transport listens on ("" = auto)
+  int64_t shm_direct_ag_max_ranks;  // ZW_SHM_DIRECT_AG_MAX_RANKS: shm all-gathers of at most this many ranks go direct
   int64_t shm_spin_us;         // ZW_SHM_SPIN_US: busy-poll time before sleeping on a futex
   std::string ib_hca;          // ZW_IB_HCA: RDMA devices/ports to use, NCCL syntax
   int64_t ib_gid_index;        // ZW_IB_GID_INDEX: RoCE GID index (-1: automatic)

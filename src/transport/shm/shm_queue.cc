@@ -86,6 +86,14 @@ Status check_field(const std::string& name, const char* what, int64_t found, int
                                           " was expected: do all ranks run the same zerowire build and world size?");
 }
 
+// Whether the ranks of a world this size outnumber the CPUs this process may run on (all ranks share the host).
+bool outnumbers_cpus(int world_size) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return false;
+  return world_size > CPU_COUNT(&set);
+}
+
 long futex(uint32_t* word, int op, uint32_t value, const timespec* timeout) {
   // Plain (not FUTEX_PRIVATE) operations: the word is shared between processes.
   return ::syscall(SYS_futex, word, op, value, timeout, nullptr, 0);
@@ -146,6 +154,7 @@ ShmSegment::ShmSegment(std::string name, void* base, size_t bytes, int world_siz
       world_size_(world_size),
       owner_(owner),
       creator_pid_(static_cast<int32_t>(::getpid())),
+      oversubscribed_(outnumbers_cpus(world_size)),
       linked_(owner) {}
 
 ShmSegment::~ShmSegment() {
@@ -285,7 +294,7 @@ void ShmSegment::wait(std::chrono::microseconds timeout, int64_t spin_us) {
   const uint64_t total_ns = static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 0)) * 1000;
   const uint64_t spin_ns = std::min<uint64_t>(static_cast<uint64_t>(std::max<int64_t>(spin_us, 0)) * 1000, total_ns);
   // A peer running on another core answers within a few microseconds: poll hot for that long, then yield.
-  const uint64_t hot_ns = std::min<uint64_t>(kHotPollNs, spin_ns);
+  const uint64_t hot_ns = oversubscribed_ ? 0 : std::min<uint64_t>(kHotPollNs, spin_ns);
   do {
     if (any_pending()) return;
     _mm_pause();

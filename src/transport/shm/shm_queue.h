@@ -134,7 +134,9 @@ class ShmSegment {
   // between polls for the rest of `spin_us`, then sleeps on the futex. Yielding matters when ranks (or other
   // work) outnumber cores: the peer whose message ends this wait must get to run, and a pausing spinner holds
   // its core for the whole spin (measured: 4 KiB all-gather 1–2 ms with a 1 ms pause-spin on a loaded 2-core
-  // VM, ~20 µs yielding).
+  // VM, ~20 µs yielding). When the world's ranks outnumber this process's CPUs the hot poll is skipped: the
+  // rank that would end the wait may be the one waiting for this CPU (measured: 4 ranks on 2 cores, 4 KiB
+  // all-gather).
   void wait(std::chrono::microseconds timeout, int64_t spin_us);
   // Messages endpoints drained from rings into local backlogs (process-local, not in shared memory).
   std::atomic<int64_t>& backlog() { return backlog_; }
@@ -151,6 +153,7 @@ class ShmSegment {
   int world_size_;                   // rings in the segment
   bool owner_;                       // created (and so unlinks) the segment
   int32_t creator_pid_;              // process that created it: a fork()ed child never unlinks its parent's segment
+  bool oversubscribed_;              // world_size exceeds the CPUs this process may run on (wait() never hot-polls)
   std::atomic<bool> linked_;         // the name still exists in /dev/shm (owner only)
   std::atomic<int64_t> backlog_{0};  // see backlog()
 };
