@@ -26,6 +26,7 @@ bool parse_p2p_flags(int argc, char** argv, const char* description, int default
   app.add_flag("-a,--all", f->all_sizes, "run sizes from 2 till 2^23");
   app.add_option("-n,--iters", f->iters, "number of exchanges")->check(CLI::PositiveNumber);
   app.add_flag("--report_gbits", f->report_gbits, "report bandwidth in Gb/s instead of MB/s");
+  app.add_flag("--profile", f->profile, "latency test: print each rank's split of a round trip (rdtsc)");
   app.add_option("-t,--tx-depth", f->tx_depth, "writes in flight (bandwidth test)")->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
@@ -78,7 +79,7 @@ Pair::~Pair() {
   if (buffer_) munmap(buffer_, buffer_bytes_);
 }
 
-Status Pair::wait(transport::MessageKind kind, transport::Message* out) {
+Status Pair::wait(transport::MessageKind kind, transport::Message* out, uint64_t* polls) {
   transport::Message msg;
   // The clock is read only every 1024 empty polls: a latency loop must not pay a clock read per poll (in a VM
   // without a usable TSC, e.g. the Soft-RoCE guest on hpet, one costs ~0.9 us and delays when an arrival is seen).
@@ -86,6 +87,7 @@ Status Pair::wait(transport::MessageKind kind, transport::Message* out) {
   for (int spins = 1;; ++spins) {
     ZW_ASSIGN_OR_RETURN(bool got, endpoint_->poll(&msg));
     if (got) {
+      if (polls) *polls += static_cast<uint64_t>(spins);
       if (msg.kind != kind) return Status(Code::kProtocolError, "benchmark peer sent an unexpected message");
       if (out) *out = msg;
       return Status();

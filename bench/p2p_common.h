@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -21,6 +22,7 @@ struct P2pFlags {
   int iters = 0;              // -n: iterations (0: the test's default)
   bool report_gbits = false;  // --report_gbits: Gb/s instead of MB/s
   int tx_depth = 128;         // -t: writes in flight (bandwidth test)
+  bool profile = false;       // --profile: where the time goes, per rank (latency test)
   std::vector<size_t> sizes() const;
 };
 
@@ -41,7 +43,8 @@ class Pair {
   const std::vector<std::byte>& remote_key() const { return remote_key_; }
 
   // Busy-polls (then sleeps briefly) until a message of `kind` arrives; others are an error.
-  Status wait(transport::MessageKind kind, transport::Message* out = nullptr);
+  // `polls` (optional) counts the poll() calls it made.
+  Status wait(transport::MessageKind kind, transport::Message* out = nullptr, uint64_t* polls = nullptr);
   // One-byte control message, used to keep the two sides in step between sizes.
   Status signal();
 

@@ -4,8 +4,9 @@
 // Connection scheme: listen() pre-creates one RC QP per potential peer (world_size - 1 of them) and publishes
 // their numbers indexed by peer rank, so connect(peer, address) needs no further exchange: it moves our QP for
 // `peer` to RTR/RTS towards the peer's QP number for our rank, its LID/GID and PSN, at the smaller MTU. The
-// address also names the peer's credit words (one 8-byte slot per rank in a registered array) into which we
-// RDMA-write how many of its messages we consumed (see verbs_connection.h).
+// address also names the peer's registered array of control blocks (credit word, sleep flag, posted count) and
+// eager rings, one of each per (rank, QP), into which we RDMA-write our messages and how many of its messages we
+// consumed (layout and protocol: verbs_connection.h).
 // Text form (one line, ';'-separated key=value pairs after "verbs:"):
 //   verbs:rank=1;host=node1;dev=mlx5_0:1;lid=7;gid=<32 hex>;eth=1;mtu=3;psn=4660;credit=7f12a000/1234;qpn=17,0,18;
 //   qps=1;live=10.0.0.2:41234;cm=10.0.0.2:45678

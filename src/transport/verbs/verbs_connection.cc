@@ -18,23 +18,24 @@ constexpr int kHopLimit = 64;     // GRH hop limit for RoCE
 }  // namespace
 
 VerbsConnection::VerbsConnection(std::shared_ptr<VerbsDevice> device, int rank, int peer, uint32_t psn,
-                                 const volatile uint64_t* credit_word, const VerbsConfig& config,
+                                 volatile uint64_t* ctl, std::byte* ring, const VerbsConfig& config,
                                  std::shared_ptr<const VerbsRegCache> registry)
     : device_(std::move(device)),
       rank_(rank),
       peer_(peer),
       psn_(psn),
-      credit_word_(credit_word),
+      ctl_(ctl),
+      ring_(ring),
       config_(config),
       registry_(std::move(registry)) {}
 
 Result<std::shared_ptr<VerbsConnection>> VerbsConnection::create(std::shared_ptr<VerbsDevice> device, int rank,
                                                                  int peer, uint32_t psn,
-                                                                 const volatile uint64_t* credit_word,
+                                                                 volatile uint64_t* ctl, std::byte* ring,
                                                                  const VerbsConfig& config,
                                                                  std::shared_ptr<const VerbsRegCache> registry) {
   std::shared_ptr<VerbsConnection> c(
-      new VerbsConnection(std::move(device), rank, peer, psn, credit_word, config, std::move(registry)));
+      new VerbsConnection(std::move(device), rank, peer, psn, ctl, ring, config, std::move(registry)));
   ZW_TRY(c->create_queues());
   return c;
 }
@@ -52,22 +53,20 @@ Status VerbsConnection::create_queues() {
   attr.cap.max_recv_wr = kRecvDepth;
   attr.cap.max_send_sge = 1;
   attr.cap.max_recv_sge = 1;
-  for (uint32_t inline_bytes : {static_cast<uint32_t>(kSlotBytes), 64u, 0u}) {  // what the device accepts
+  for (uint32_t inline_bytes : {static_cast<uint32_t>(kRingSlotBytes), 256u, 64u, 0u}) {  // what the device accepts
     attr.cap.max_inline_data = inline_bytes;
     qp_ = ibv_create_qp(device_->pd(), &attr);
     if (qp_ != nullptr) break;
   }
   if (qp_ == nullptr) return system_error("ibv_create_qp (RC) " + what, errno);
   max_inline_ = attr.cap.max_inline_data;
-  recv_buf_.resize(kRecvDepth * kSlotBytes);
-  send_buf_.resize(kSendDepth * kSlotBytes);
-  recv_mr_ = ibv_reg_mr(device_->pd(), recv_buf_.data(), recv_buf_.size(), IBV_ACCESS_LOCAL_WRITE);
-  if (recv_mr_ == nullptr) return system_error("ibv_reg_mr of the receive ring " + what, errno);
+  send_buf_.resize(kSendDepth * kRingSlotBytes + 64);  // the staging slots, then read_word_
+  read_word_ = reinterpret_cast<uint64_t*>(send_buf_.data() + kSendDepth * kRingSlotBytes);
   send_mr_ = ibv_reg_mr(device_->pd(), send_buf_.data(), send_buf_.size(), IBV_ACCESS_LOCAL_WRITE);
   if (send_mr_ == nullptr) return system_error("ibv_reg_mr of the send staging ring " + what, errno);
   ZW_TRY(modify_to_init());
-  for (uint32_t slot = 0; slot < kRecvDepth; ++slot) ZW_TRY(post_recv(slot));
-  return Status();
+  std::lock_guard<std::mutex> lock(mu_);
+  return post_recvs(kRecvDepth);
 }
 
 Status VerbsConnection::modify_to_init() {
@@ -81,18 +80,21 @@ Status VerbsConnection::modify_to_init() {
   return Status();
 }
 
-Status VerbsConnection::post_recv(uint32_t slot) {
-  ibv_sge sge{};
-  sge.addr = reinterpret_cast<uintptr_t>(recv_buf_.data() + slot * kSlotBytes);
-  sge.length = static_cast<uint32_t>(kSlotBytes);
-  sge.lkey = recv_mr_->lkey;
-  ibv_recv_wr wr{};
-  wr.wr_id = (static_cast<uint64_t>(slot) << 3) | kRecvBit;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  ibv_recv_wr* bad = nullptr;
-  int err = ibv_post_recv(qp_, &wr, &bad);
-  if (err != 0) return fail(system_error("ibv_post_recv on the connection to " + peer_desc(), err), false);
+Status VerbsConnection::post_recvs(uint64_t count) {
+  constexpr uint64_t kChain = 64;  // receives per ibv_post_recv call
+  ibv_recv_wr wrs[kChain];
+  while (count > 0) {
+    const uint64_t n = std::min(count, kChain);
+    for (uint64_t i = 0; i < n; ++i) {
+      wrs[i] = ibv_recv_wr{};
+      wrs[i].wr_id = kRecvBit;
+      wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
+    }
+    ibv_recv_wr* bad = nullptr;
+    int err = ibv_post_recv(qp_, wrs, &bad);
+    if (err != 0) return fail(system_error("ibv_post_recv on the connection to " + peer_desc(), err), false);
+    count -= n;
+  }
   return Status();
 }
 
@@ -222,7 +224,7 @@ void VerbsConnection::close() {
   ibv_send_wr marker{};
   marker.opcode = IBV_WR_SEND;
   marker.send_flags = IBV_SEND_SIGNALED;
-  marker.wr_id = (sq_posted_ + 1) << 3;
+  marker.wr_id = (sq_posted_ + 1) << kTagBits;
   ibv_send_wr* bad = nullptr;
   if (ibv_post_send(qp_, &marker, &bad) != 0) return;
   ++sq_posted_;
@@ -237,7 +239,6 @@ void VerbsConnection::close() {
 VerbsConnection::~VerbsConnection() {
   if (qp_ && ibv_destroy_qp(qp_) != 0) ZW_WARN(kVerbs, "ibv_destroy_qp: %s", std::strerror(errno));
   if (cq_ && ibv_destroy_cq(cq_) != 0) ZW_WARN(kVerbs, "ibv_destroy_cq: %s", std::strerror(errno));
-  if (recv_mr_) ibv_dereg_mr(recv_mr_);
   if (send_mr_) ibv_dereg_mr(send_mr_);
 }
 

@@ -4,9 +4,9 @@
 //
 // Striping (ZW_IB_QPS_PER_CONNECTION = N > 1): a write of at least kMinStripeBytes is cut into N parts of
 // whole 4 KiB pages (the last ones possibly empty); part i travels on QP i as WRITE(s) + a {kPart, notify}
-// SEND. Every striped write puts exactly one part on every QP, in posting order, so the k-th part received on
+// ring message. Every striped write puts exactly one part on every QP, in posting order, so the k-th part received on
 // each QP belongs to the same write: the Notify is delivered once every QP delivered its part, i.e. after every
-// byte landed (each QP's SEND follows its own WRITEs). Smaller writes, control messages, credits and the hello
+// byte landed (each QP's message follows its own WRITEs and is delivered after its receive completion). Smaller writes, control messages, credits and the hello
 // use QP 0 only. A striped Notify may overtake later control messages of QP 0 (transport.h allows it).
 // Non-goals: anything the connection does (posting, completions, credits); adaptive striping.
 #pragma once

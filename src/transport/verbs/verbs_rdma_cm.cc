@@ -370,7 +370,7 @@ Status RdmaCmImpl::move_qp(rdma_cm_id* id, const CmPrivate& peer, const std::str
   rts.qp_state = IBV_QPS_RTS;
   if (rdma_init_qp_attr(id, &rts, &rts_mask) != 0) return system_error("rdma_init_qp_attr(RTS) for " + who, errno);
   const uint64_t slot = static_cast<uint64_t>(s_.rank) * static_cast<uint64_t>(s_.qps) + peer.qp_index;
-  CreditTarget credit{peer.credit_addr + slot * sizeof(uint64_t), peer.credit_rkey};
+  const auto credit = CreditTarget::in_array(peer.credit_addr, peer.credit_rkey, s_.world_size, s_.qps, slot);
   return conn(peer.from_rank, peer.qp_index).connect_cm(rtr, rtr_mask, rts, rts_mask, credit, host);
 }
 

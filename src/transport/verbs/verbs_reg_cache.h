@@ -17,7 +17,7 @@
 // contract. A remap of only some interior pages between samples of a large registration goes unnoticed.
 //
 // The cache also knows every live host registration by rkey, so that the receiver of a small write carried
-// inline in a SEND (verbs_connection.h) can check the target before copying it in (copy_in).
+// inline in a ring message (verbs_connection.h) can check the target before copying it in (copy_in).
 // Threading: every method may be called from any thread (one mutex for the LRU, one for the rkey table). Handles (VerbsMemoryRegion) keep their
 // registration alive after eviction; the MR is deregistered when the last handle and the cache let go.
 // Non-goals: on-demand paging (IBV_ACCESS_ON_DEMAND would make invalidation unnecessary on mlx5 but is not on

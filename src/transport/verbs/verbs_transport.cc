@@ -33,11 +33,12 @@ using verbs::VerbsDevice;
 constexpr auto kSpin = std::chrono::microseconds(20);  // busy-poll before sleeping on the completion channel
 constexpr double kLivenessConnectS = 10;                // connecting to a listening peer takes one round trip
 
-// The rank-indexed credit words peers RDMA-write into (see verbs_connection.h). Shared with the endpoints,
-// whose connections read them, so that they may outlive the transport.
+// The rank-indexed control blocks (credit word, sleep flag, posted count) and eager rings that peers RDMA-write
+// into and read (layout: verbs::ring_array_offset, see verbs_connection.h). Shared with the endpoints, whose
+// connections use them, so that they may outlive the transport.
 struct CreditArray {
-  std::vector<uint64_t> words;         // by peer rank * qps + QP index
-  ibv_mr* mr = nullptr;                // registered for remote write
+  std::vector<uint64_t> words;         // control blocks by peer rank * qps + QP index, then the rings
+  ibv_mr* mr = nullptr;                // registered for remote write and read
   std::shared_ptr<VerbsDevice> device;  // keeps the protection domain alive
   ~CreditArray() {
     if (mr) ibv_dereg_mr(mr);
@@ -115,11 +116,16 @@ VerbsTransport::~VerbsTransport() {
 
 Status VerbsTransport::create_credit_array() {
   credits_ = std::make_shared<CreditArray>();
-  credits_->words.assign(static_cast<size_t>(options_.world_size * qps_), 0);
+  credits_->words.assign(verbs::credit_array_bytes(options_.world_size, qps_) / sizeof(uint64_t), 0);
+  for (size_t slot = 0; slot < static_cast<size_t>(options_.world_size * qps_); ++slot)
+    credits_->words[slot * verbs::kCtlWords + verbs::kSleepWord] = 1;  // peers start "asleep" (verbs_connection.h)
   credits_->device = device_;
   credits_->mr = ibv_reg_mr(device_->pd(), credits_->words.data(), credits_->words.size() * sizeof(uint64_t),
-                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  if (credits_->mr == nullptr) return system_error("ibv_reg_mr of the credit words on " + device_->name(), errno);
+                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+  if (credits_->mr == nullptr)
+    return system_error("ibv_reg_mr of the credit words and receive rings (" +
+                            std::to_string(credits_->words.size() * sizeof(uint64_t)) + " bytes) on " + device_->name(),
+                        errno);
   return Status();
 }
 
@@ -146,9 +152,11 @@ Result<std::string> VerbsTransport::listen() {
     auto& list = conns_[static_cast<size_t>(peer)];
     for (int q = 0; q < qps_; ++q) {
       const size_t slot = static_cast<size_t>(peer * qps_ + q);
-      const volatile uint64_t* word = &credits_->words[slot];
-      ZW_ASSIGN_OR_RETURN(auto conn,
-                          VerbsConnection::create(device_, options_.rank, peer, psn, word, config_, reg_cache_));
+      volatile uint64_t* ctl = &credits_->words[slot * verbs::kCtlWords];
+      std::byte* ring = reinterpret_cast<std::byte*>(credits_->words.data()) +
+                        verbs::ring_array_offset(options_.world_size, qps_) + slot * verbs::kRingBytes;
+      ZW_ASSIGN_OR_RETURN(auto conn, VerbsConnection::create(device_, options_.rank, peer, psn, ctl, ring, config_,
+                                                             reg_cache_));
       address.qpn[slot] = conn->qp_num();
       all_conns_.push_back(conn.get());
       list.push_back(std::move(conn));
@@ -216,7 +224,8 @@ Result<std::unique_ptr<Endpoint>> VerbsTransport::connect(int peer_rank, const s
     if (parsed->qpn[slot] == 0)
       return Status(Code::kInvalidArgument, "the address of " + peer + " reserves no QP for rank " +
                                                 std::to_string(options_.rank) + ": " + address);
-    verbs::CreditTarget credit{parsed->credit_addr + slot * sizeof(uint64_t), parsed->credit_rkey};
+    const auto credit = verbs::CreditTarget::in_array(parsed->credit_addr, parsed->credit_rkey, options_.world_size,
+                                                      qps_, slot);
     Status st = list[static_cast<size_t>(q)]->connect(*parsed, parsed->qpn[slot], credit);
     if (!st.ok()) return st.with_context("cannot connect to " + peer).at(__FILE__, __LINE__);
   }
@@ -273,6 +282,11 @@ void VerbsTransport::wait_for_activity(std::chrono::microseconds timeout) {
     if (any_activity()) return;
     std::this_thread::yield();
   } while (!spin_end.expired());
+  // Peers must send with immediates from now on (verbs_connection.h, "Wake-ups"): all handshakes at once.
+  for (VerbsConnection* conn : all_conns_)
+    if (conn->connected()) conn->begin_sleep();
+  for (VerbsConnection* conn : all_conns_)
+    if (conn->connected() && !conn->finish_sleep(deadline)) return;  // a message, an error or the deadline
   for (VerbsConnection* conn : all_conns_)
     if (conn->connected()) conn->arm();
   if (any_activity() || deadline.expired()) return;  // a completion may have arrived before the arming

@@ -2,9 +2,9 @@
 // that land without the peer's CPU. Built only when libibverbs is found (ZW_HAVE_VERBS).
 //
 // Lifecycle: create_verbs_transport() opens the first active port that passes ZW_IB_HCA (verbs_device.h);
-// listen() creates, for each other rank, ZW_IB_QPS_PER_CONNECTION RC QPs with their CQs and posted receive rings
+// listen() creates, for each other rank, ZW_IB_QPS_PER_CONNECTION RC QPs with their CQs and posted receives
 // (verbs_connection.h), starts the liveness listener (verbs_liveness.h), and publishes the QP numbers, the
-// GID/LID/MTU/PSN, the credit-word array and the liveness address (verbs_address.h); connect(peer, address)
+// GID/LID/MTU/PSN, the array of control blocks and eager rings and the liveness address (verbs_address.h); connect(peer, address)
 // moves our QPs for that peer to RTR/RTS towards its QPs for us and opens the liveness connection, so the pair
 // needs no further exchange. One completion channel serves every CQ (wait_for_activity), an async-event thread
 // fails the connections that a QP, CQ, port or device event hits, and the liveness thread fails every QP of a

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "transport/verbs/verbs_address.h"
+#include "transport/verbs/verbs_connection.h"
 #include "transport/verbs/verbs_device.h"
 #include "transport/verbs/verbs_gpudirect.h"
 #include "transport/verbs/verbs_memory_region.h"
@@ -246,6 +247,44 @@ TEST(VerbsRemoteKeyTest, RoundTripAndForeignKeys) {
   bytes[0] = std::byte{0};
   EXPECT_EQ(VerbsRemoteKey::parse(bytes).status().code(), Code::kInvalidArgument);
   EXPECT_FALSE(VerbsRemoteKey::parse(std::span<const std::byte>(bytes.data(), 8)).ok());
+}
+
+// The eager ring's check word (verbs_connection.h): it changes with any byte of the message and with the
+// sequence number, so a slot whose bytes have not all landed, or a stale slot, never looks ready; never 0.
+TEST(VerbsRingCheckTest, DetectsPartialAndStaleSlots) {
+  std::vector<std::byte> msg(kHeaderBytes + 48);
+  for (size_t i = 0; i < msg.size(); ++i) msg[i] = static_cast<std::byte>((i * 26 + 1) & 0xff);  // odd: never 0
+  const uint64_t full = ring_check(msg.data(), msg.size(), 7);
+  EXPECT_NE(full, 0u);
+  EXPECT_NE(full, ring_check(msg.data(), msg.size(), 7 + kRecvDepth)) << "the same bytes one ring later";
+  for (size_t i = 0; i < msg.size(); ++i) {
+    std::vector<std::byte> partial = msg;
+    partial[i] = std::byte{0};  // that byte has not landed yet (the slot was zeroed)
+    EXPECT_NE(ring_check(partial.data(), partial.size(), 7), full) << "byte " << i;
+  }
+  std::vector<std::byte> zero(msg.size());
+  EXPECT_NE(ring_check(zero.data(), zero.size(), 1), 0u);
+  EXPECT_EQ(ring_padded(0), 0u);
+  EXPECT_EQ(ring_padded(1), 8u);
+  EXPECT_EQ(ring_padded(Message::kMaxControl), Message::kMaxControl);
+  EXPECT_LE(kHeaderBytes + ring_padded(Message::kMaxControl) + kCheckBytes, kRingSlotBytes);
+}
+
+// The control blocks and rings of the registered array do not overlap, and both ranks compute the same places.
+TEST(VerbsRingCheckTest, ArrayLayout) {
+  const int world = 5, qps = 3;
+  const uint64_t base = 0x10000;
+  const size_t slots = static_cast<size_t>(world * qps);
+  EXPECT_GE(ring_array_offset(world, qps), slots * kCtlWords * sizeof(uint64_t));
+  EXPECT_EQ(ring_array_offset(world, qps) % 64, 0u);
+  EXPECT_EQ(credit_array_bytes(world, qps), ring_array_offset(world, qps) + slots * kRingBytes);
+  for (uint64_t slot = 0; slot < slots; ++slot) {
+    CreditTarget t = CreditTarget::in_array(base, 9, world, qps, slot);
+    EXPECT_EQ(t.addr, base + slot * kCtlWords * 8);
+    EXPECT_EQ(t.ring_addr, base + ring_array_offset(world, qps) + slot * kRingBytes);
+    EXPECT_LE(t.ring_addr + kRingBytes, base + credit_array_bytes(world, qps));
+    EXPECT_EQ(t.ring_addr % 16, 0u);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,233 @@
+// VerbsConnection data path, receiving side: taking the peer's messages from our eager ring by reading its
+// memory (see the wire protocol in verbs_connection.h), delivering them, and poll()/progress_and_check().
+// Non-goals: posting (verbs_connection_io.cc), set-up (verbs_connection.cc).
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "transport/verbs/verbs_connection.h"
+
+namespace zw::transport::verbs {
+namespace {
+
+constexpr uint32_t kReapEvery = 16;          // messages taken from the ring between two CQ polls
+constexpr uint32_t kBusyBeforeClear = 8;     // messages delivered without a sleep before the flag is cleared
+constexpr uint32_t kEmptyPollsPerCq = 4;     // empty poll() calls between two CQ polls
+constexpr uint32_t kSpinBeforeYield = 256;  // empty polls before a software-device rank starts yielding
+constexpr uint32_t kSpinBeforeNap = 4096;   // ... and before it naps instead (its vCPU/core goes idle)
+constexpr auto kNap = std::chrono::microseconds(20);
+
+uint64_t load_acquire(const std::byte* p) {
+  return __atomic_load_n(reinterpret_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE);
+}
+
+}  // namespace
+
+uint64_t ring_check(const std::byte* data, size_t bytes, uint64_t seq) {
+  uint64_t h = (seq + 1) * 0x9e3779b97f4a7c15ull;
+  for (size_t at = 0; at < bytes; at += 8) {
+    uint64_t w;
+    std::memcpy(&w, data + at, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 29;
+  }
+  return h | 1;
+}
+
+Status VerbsConnection::malformed(const std::string& why) {
+  return fail(Status(Code::kProtocolError, "malformed verbs message from " + peer_desc() + ": " + why +
+                                               "; do both ranks run the same zerowire version?"),
+              false);
+}
+
+Result<bool> VerbsConnection::take_slot(Message* out, bool* part) {
+  for (;;) {
+    if (closed_) return false;
+    std::byte* slot = ring_ + (consumed_ % kRecvDepth) * kRingSlotBytes;
+    const uint64_t seq = consumed_ + 1;
+    (void)load_acquire(slot);  // orders the reads below after it (the NIC writes the slot)
+    WireHeader header;
+    std::memcpy(&header, slot, kHeaderBytes);
+    if (header.seq32 != static_cast<uint32_t>(seq)) return false;
+    if (header.size > Message::kMaxControl)  // a torn header has a smaller size (zeroed slot, sizes <= 240)
+      return malformed("message " + std::to_string(seq) + " of " + std::to_string(header.size) + " bytes");
+    const size_t used = kHeaderBytes + ring_padded(header.size);
+    if (load_acquire(slot + used) != ring_check(slot, used, seq)) return false;  // not all of it landed yet
+    if ((header.flags & kAfterData) && imm_seen_ < seq) {
+      ZW_TRY(progress_locked());
+      if (imm_seen_ < seq) return false;  // its completion (and the data of its WRITEs) is not there yet
+    }
+    bool deliver = false;
+    Status st = deliver_slot(header, slot + kHeaderBytes, out, part, &deliver);
+    std::memset(slot, 0, used + kCheckBytes);
+    ++consumed_;
+    if (header.flags & kImm) ++imm_consumed_;
+    ZW_TRY(st);
+    if (++since_reap_ >= kReapEvery) {
+      ZW_TRY(progress_locked());
+    } else if (consumed_ - advertised_ >= static_cast<uint64_t>(kCreditBatch)) {
+      ZW_TRY(return_credits());
+    }
+    if (deliver) return true;
+  }
+}
+
+Status VerbsConnection::deliver_slot(const WireHeader& header, const std::byte* body, Message* out, bool* part,
+                                     bool* deliver) {
+  *part = false;
+  *deliver = true;
+  switch (header.type) {
+    case kHello:  // nothing to do: the peer only needed our QP's acknowledgement
+      *deliver = false;
+      return Status();
+    case kNotify:
+    case kPart:
+      *part = header.type == kPart;
+      out->kind = MessageKind::kNotify;
+      out->size = 0;
+      out->notify = header.notify;
+      return Status();
+    case kControl:
+      out->kind = MessageKind::kControl;
+      out->size = header.size;
+      out->notify = 0;
+      std::memcpy(out->data.data(), body, header.size);
+      return Status();
+    case kInline:
+      if (header.size < kInlineTargetBytes) return malformed("inline write of " + std::to_string(header.size) + " bytes");
+      return receive_inline(body, header.size, header.notify, out);
+    default:
+      return malformed("unknown type " + std::to_string(header.type));
+  }
+}
+
+Status VerbsConnection::receive_inline(const std::byte* data, size_t size, uint64_t notify, Message* out) {
+  uint64_t address = 0;
+  uint32_t rkey = 0;
+  std::memcpy(&address, data, 8);
+  std::memcpy(&rkey, data + 8, 4);
+  const size_t bytes = size - kInlineTargetBytes;
+  if (!registry_ || !registry_->copy_in(rkey, address, data + kInlineTargetBytes, bytes)) {
+    char where[64];
+    std::snprintf(where, sizeof where, "%#llx", static_cast<unsigned long long>(address));
+    return fail(Status(Code::kRemoteAccess, "rank " + std::to_string(peer_) + " wrote " + std::to_string(bytes) +
+                                                " bytes to " + where + " (rkey " + std::to_string(rkey) +
+                                                "), which is not inside a live registration of rank " +
+                                                std::to_string(rank_) + ": the region was deregistered, or the "
+                                                "remote key belongs to another rank or transport"),
+                false);
+  }
+  out->kind = MessageKind::kNotify;
+  out->size = 0;
+  out->notify = notify;
+  return Status();
+}
+
+Status VerbsConnection::drain_ring() {
+  for (;;) {
+    Inbound in;
+    ZW_ASSIGN_OR_RETURN(bool got, take_slot(&in.msg, &in.part));
+    if (!got) return Status();
+    inbox_.push_back(in);
+  }
+}
+
+Result<bool> VerbsConnection::poll(Message* out, bool* part) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!inbox_.empty()) {
+      *out = inbox_.front().msg;
+      *part = inbox_.front().part;
+      inbox_.pop_front();
+      empty_polls_ = 0;
+      return true;
+    }
+    // A failure is recorded as the sticky error, returned below once nothing is left to deliver.
+    Result<bool> got = take_slot(out, part);
+    if (got.ok() && *got) {
+      empty_polls_ = 0;
+      // kBusyBeforeClear messages without a sleep: the peer is busy and so are we, let it send plain WRITEs
+      // (a failure is the sticky error, seen later).
+      if (sleep_flag_ && ++busy_messages_ >= kBusyBeforeClear && hello_acked_ && sq_has_room() &&
+          connected_.load(std::memory_order_acquire) && write_peer_word(kSleepWord, 0).ok()) {
+        sleep_flag_ = false;
+        sleep_confirmed_ = false;
+        read_wr_ = 0;  // a READ still in flight counts messages from before the flag was cleared
+      }
+      return true;
+    }
+    if (got.ok() && empty_polls_ % kEmptyPollsPerCq == 0) (void)progress_locked();
+    if (Status st = error(); !st.ok()) {
+      error_reported_ = true;
+      return st;
+    }
+    ++empty_polls_;
+  }
+  // On a software device (Soft-RoCE, siw) the "NIC" is the host's CPUs: the packets this rank waits for are
+  // processed by the sender's system calls and softirqs, maybe on this very CPU, and a busy-polling rank takes
+  // that CPU (or, in a VM, the host core behind its vCPU) away from them. So: spin briefly (a reply that comes
+  // soon is not delayed by a system call), then yield on every empty poll, and after a long idle streak nap
+  // kNap per poll so that the CPU really goes idle (bench/softroce/run.sh: 0.4-0.7 -> 0.93 of perftest's
+  // bandwidth). Hardware devices never yield or nap here.
+  if (device_->software() && empty_polls_ > kSpinBeforeYield) {
+    if (empty_polls_ > kSpinBeforeNap) {
+      std::this_thread::sleep_for(kNap);
+    } else {
+      std::this_thread::yield();
+    }
+  }
+  return false;
+}
+
+void VerbsConnection::begin_sleep() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (sleep_confirmed_ || read_wr_ != 0 || closed_ || failed_.load(std::memory_order_acquire)) return;
+  if (kSendDepth - (sq_posted_ - sq_done_) < 2) return;  // no room for the flag and the READ: finish_sleep() retries
+  if (!sleep_flag_) {
+    if (!write_peer_word(kSleepWord, 1).ok()) return;
+    sleep_flag_ = true;
+  }
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(read_word_);
+  sge.length = sizeof(uint64_t);
+  sge.lkey = send_mr_->lkey;
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.rdma.remote_addr = credit_target_.addr + kPostedWord * sizeof(uint64_t);
+  wr.wr.rdma.rkey = credit_target_.rkey;
+  if (post_send_wr(&wr, kReadBit).ok()) read_wr_ = sq_posted_;
+}
+
+bool VerbsConnection::finish_sleep(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  busy_messages_ = 0;
+  while (!sleep_confirmed_) {
+    if (left_.load(std::memory_order_acquire)) return true;  // it said goodbye: nothing more will come
+    if (!progress_locked().ok() || !drain_ring().ok() || !inbox_.empty() || closed_) return false;
+    if (read_wr_ != 0 && read_completed_wr_ == read_wr_ && consumed_ >= *read_word_) {
+      // Every message the peer posted before it could see our flag has landed: later ones carry immediates.
+      sleep_confirmed_ = true;
+      read_wr_ = 0;
+      break;
+    }
+    if (deadline.expired()) return false;
+    lock.unlock();
+    std::this_thread::yield();
+    begin_sleep();  // when it could not post before
+    lock.lock();
+  }
+  return true;
+}
+
+bool VerbsConnection::progress_and_check() {
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;  // the endpoint thread is busy with it
+  Status st = progress_locked();
+  if (st.ok()) (void)drain_ring();  // a failure is the sticky error, reported below
+  return !inbox_.empty() || (!error_reported_ && !error().ok());
+}
+
+}  // namespace zw::transport::verbs
