@@ -88,6 +88,7 @@ Status Rendezvous::dispatch(int peer, const transport::Message& msg) {
   std::memcpy(&w, payload.data(), sizeof w);
   if (payload.size() != sizeof w + w.key_len || w.key_len > kMaxKey)
     return Status(Code::kProtocolError, "malformed clear-to-send from " + describe(peer));
+  if (w.credits != 0) ZW_TRY(take_credits(peer, w.credits));
   Cts cts{w.op.seq, w.tag, from_wire(w.op), w.offset, w.bytes, w.key_len, {}};
   std::memcpy(cts.key.data(), payload.data() + sizeof w, w.key_len);
   if (cts.seq == seq_) ZW_TRY(check_desc(peer, cts.desc));
@@ -157,6 +158,7 @@ Status Rendezvous::wait_for(int peer, const char* what, uint64_t tag, Predicate 
       ZW_TRY(check_peer(peer));
       next_liveness_check_ = now + kLivenessPeriod;
     }
+    for (size_t p = 0; p < state_.size(); ++p) send_credits_if_due(static_cast<int>(p), /*now=*/true);
     if (local && ++idle_rounds < 1000) {
       std::this_thread::yield();  // local completions do not wake wait_for_activity; they come soon
       continue;
@@ -178,6 +180,8 @@ Status Rendezvous::post_recv(int peer, const RegBuf& dst, size_t offset, size_t 
   w.tag = tag;
   w.offset = offset;
   w.bytes = bytes;
+  w.credits = static_cast<uint32_t>(state_[peer].owed_credits);  // slots 0..31 fit
+  state_[peer].owed_credits &= ~uint64_t{0xFFFFFFFF};
   std::memcpy(buf, &w, sizeof w);
   std::memcpy(buf + sizeof w, dst.key->data(), dst.key->size());
   Status s = endpoints_[peer]->send(std::span<const std::byte>(buf, sizeof w + dst.key->size()));

@@ -7,7 +7,9 @@
 // Small transfers (at most EagerConfig::bytes) skip the clear-to-send round trip: the sender writes into a slot
 // of the receiver's pre-registered inbox and announces it with an EAGER message carrying the same sequence
 // number and description; the receiver copies the bytes out (at post_recv or on arrival, whichever is later)
-// and returns the slot with a CREDIT message. Both sides decide eager-or-not from the size alone.
+// and returns the slot: on the next EAGER or clear-to-send message it sends that sender, or in a CREDIT message
+// once half of that sender's slots are owed or before this rank blocks in a wait. Both sides decide
+// eager-or-not from the size alone.
 //
 // Every CTS and EAGER message carries the operation's sequence number and description, so a peer that issued a different
 // collective (or a different count, dtype, op, root or algorithm) is caught on its first message and named.
@@ -121,6 +123,7 @@ class Rendezvous {
     std::vector<EagerPosted> eager_posted;
     std::vector<EagerArrived> eager_arrived;
     uint64_t free_slots = 0;          // bit i: slot i of this peer's inbox may be written by this rank
+    uint64_t owed_credits = 0;        // bit i: slot i of this rank's inbox for the peer was emptied, not yet returned
     Status error;                     // the endpoint failed (raised only when this peer is waited on)
   };
 
@@ -129,6 +132,11 @@ class Rendezvous {
   Status send_eager(int peer, const RegBuf& src, size_t offset, size_t bytes, uint64_t tag);
   Status on_eager(int peer, std::span<const std::byte> payload);
   Status on_credit(int peer, std::span<const std::byte> payload);
+  // Slots returned by `peer` (a CREDIT message, or piggybacked on its EAGER or clear-to-send messages).
+  Status take_credits(int peer, uint64_t slots);
+  // Returns the slots owed to `peer` in a CREDIT message once at least half of them are owed, or any are
+  // owed with `now`.
+  void send_credits_if_due(int peer, bool now = false);
   // Copies arrived eager data to `dst`, marks the receive done and returns the slot to the sender.
   Status consume_eager(int peer, const EagerArrived& arrived, std::byte* dst, size_t bytes);
   Status pump();

@@ -4,13 +4,30 @@
 // Slots are tracked per (sender, receiver) pair as a bitmask on the sender; the receiver may free them in any
 // order (it copies data out when both the data and the matching receive are there). A sender without a free
 // slot waits for a credit like any other wait: it pumps messages, so it never blocks a peer that needs it.
+//
+// Credits are batched: an emptied slot is owed until the receiver next sends that sender an EAGER or
+// clear-to-send message (which carries the owed slots at no cost), or until half of the sender's slots are
+// owed (a CREDIT message with all of them), or until the receiver is about to block in a wait (wait_for). So a
+// rank that waits owes nothing, as when every slot was returned at once, and a sender never waits for slots
+// that a blocked receiver holds back.
 #include <bit>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "collectives/rendezvous.h"
 #include "collectives/rendezvous_wire.h"
 
 namespace zw::internal {
+namespace {
+
+std::string hex(uint64_t v) {
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
 
 void Rendezvous::enable_eager(const EagerConfig& config, const RegBuf& inbox,
                               std::vector<std::vector<std::byte>> peer_inbox_keys) {
@@ -48,6 +65,8 @@ Status Rendezvous::send_eager(int peer, const RegBuf& src, size_t offset, size_t
     w.op = to_wire(desc_, seq_);
     w.tag = tag;
     w.bytes = bytes;
+    w.credits = st.owed_credits;
+    st.owed_credits = 0;
     s = ep->send(std::span<const std::byte>(reinterpret_cast<const std::byte*>(&w), sizeof w));
   }
   // The inbox outlives every operation its owner takes part in, so a failed write means the owner is gone or
@@ -67,6 +86,7 @@ Status Rendezvous::on_eager(int peer, std::span<const std::byte> payload) {
   if (w.slot >= static_cast<uint32_t>(eager_.slots) || w.bytes > eager_.bytes)
     return Status(Code::kProtocolError, "eager message from " + describe(peer) + " names slot " +
                                             std::to_string(w.slot) + " with " + std::to_string(w.bytes) + " bytes");
+  if (w.credits != 0) ZW_TRY(take_credits(peer, w.credits));
   EagerArrived a{w.op.seq, w.tag, w.bytes, from_wire(w.op), w.slot};
   if (a.seq == seq_) ZW_TRY(check_desc(peer, a.desc));
   auto& posted = state_[peer].eager_posted;
@@ -88,22 +108,36 @@ Status Rendezvous::consume_eager(int peer, const EagerArrived& a, std::byte* dst
   const size_t offset = (static_cast<size_t>(peer) * eager_.slots + a.slot) * eager_.bytes;
   std::memcpy(dst, inbox_.data() + offset, bytes);
   state_[peer].notifies.push_back(notify_value(a.tag));
+  state_[peer].owed_credits |= uint64_t{1} << a.slot;
+  send_credits_if_due(peer);
+  return Status();
+}
+
+void Rendezvous::send_credits_if_due(int peer, bool now) {
+  PeerState& st = state_[peer];
+  if (st.owed_credits == 0 || (!now && std::popcount(st.owed_credits) * 2 < eager_.slots)) return;
   CreditWire c{};
   c.type = kCtrlCredit;
-  c.slot = a.slot;
+  c.slots = st.owed_credits;
+  st.owed_credits = 0;
   // Best effort: a sender that already finished and left needs no credit; a sender that died is noticed by
   // the endpoint's sticky error wherever this rank next waits for it.
   (void)endpoints_[peer]->send(std::span<const std::byte>(reinterpret_cast<const std::byte*>(&c), sizeof c));
-  return Status();
 }
 
 Status Rendezvous::on_credit(int peer, std::span<const std::byte> payload) {
   CreditWire c;
   if (payload.size() != sizeof c) return Status(Code::kProtocolError, "malformed credit from " + describe(peer));
   std::memcpy(&c, payload.data(), sizeof c);
-  if (c.slot >= static_cast<uint32_t>(eager_.slots))
-    return Status(Code::kProtocolError, "credit for slot " + std::to_string(c.slot) + " from " + describe(peer));
-  state_[peer].free_slots |= uint64_t{1} << c.slot;
+  return take_credits(peer, c.slots);
+}
+
+Status Rendezvous::take_credits(int peer, uint64_t slots) {
+  const uint64_t all = eager_.slots >= 64 ? ~uint64_t{0} : (uint64_t{1} << eager_.slots) - 1;
+  if (eager_.bytes == 0 || (slots & ~all) != 0 || (slots & state_[peer].free_slots) != 0)
+    return Status(Code::kProtocolError, "credit for eager slots 0x" + hex(slots) + " from " + describe(peer) +
+                                            ", which this rank did not use (mismatched zerowire versions?)");
+  state_[peer].free_slots |= slots;
   return Status();
 }
 

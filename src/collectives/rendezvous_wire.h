@@ -26,7 +26,7 @@ struct CtsWire {
   uint8_t type;
   uint8_t key_len;
   uint16_t reserved;
-  uint32_t reserved2;
+  uint32_t credits;  // eager slots 0..31 of the receiver of this message that its sender returns (piggybacked)
   OpWire op;
   uint64_t tag;
   uint64_t offset;
@@ -42,13 +42,14 @@ struct EagerWire {
   OpWire op;
   uint64_t tag;
   uint64_t bytes;
+  uint64_t credits;  // bit i: the sender of this message returns slot i of the receiver's inbox (piggybacked)
 };
 
-// The receiver returns an inbox slot to its sender.
+// The receiver returns inbox slots to their sender: bit i of `slots` is slot i.
 struct CreditWire {
   uint8_t type;
-  uint8_t reserved[3];
-  uint32_t slot;
+  uint8_t reserved[7];
+  uint64_t slots;
 };
 
 // Notify value of eager writes (ignored: the EAGER message that follows carries the meaning).

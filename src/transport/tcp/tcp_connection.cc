@@ -138,8 +138,7 @@ Status Conn::continue_payload(size_t* budget, bool* stop) {
 
 // Staged bytes are always consumed; the budget only limits further recv() calls, so nothing is left in the
 // staging buffer that a level-triggered epoll would not report again.
-Status Conn::read_frames(FrameSink& sink) {
-  size_t budget = kReadBudget;
+Status Conn::read_frames(FrameSink& sink, size_t budget) {
   bool stop = false;
   while (!stop) {
     if (in_frame_) {

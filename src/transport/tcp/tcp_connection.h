@@ -3,7 +3,8 @@
 // writing queued frames with sendmsg() gathers of header + caller payload.
 //
 // Threading: a Conn is owned and driven by the transport's progress thread; its socket is also written by
-// endpoint threads (send_now) under the connection's SendLane lock, which flush() and closing also hold.
+// endpoint threads (send_now) under the connection's SendLane lock, which flush() and closing also hold, and
+// read by a waiting caller (read_frames) under its RecvLane lock, which the progress thread's reads also hold.
 // Non-goals: deciding what a frame means (FrameSink does), epoll bookkeeping (the engine does), timeouts.
 #pragma once
 
@@ -48,7 +49,8 @@ class Conn {
   State state;            // handshake progress
   int peer_rank;          // -1 until an accepted connection's hello arrived
   int index;              // connection index within the pair, -1 until known
-  bool want_out = false;  // EPOLLOUT is in the epoll interest set
+  bool want_out = false;  // EPOLLOUT is in the epoll interest set (Engine::interest_mu_)
+  bool read_off = false;  // EPOLLIN is not: a caller reads the socket while it spins (Engine::interest_mu_)
   bool closed = false;    // retired: events for it still in the current epoll batch are ignored
   bool goodbye = false;   // the peer announced a clean close (a kGoodbye frame arrived)
   bool eof = false;       // recv() returned 0
@@ -57,8 +59,9 @@ class Conn {
   // Reads the rest of a Hello without reading past it; true once all of it arrived.
   Result<bool> read_hello(Hello* out);
   Status send_hello(const Hello& hello);
-  // Reads and dispatches frames until the socket has no more data (or a fairness budget is used up).
-  Status read_frames(FrameSink& sink);
+  static constexpr size_t kReadBudget = size_t{16} << 20;  // bytes per read_frames call before yielding
+  // Reads and dispatches frames until the socket has no more data or about `budget` bytes were received.
+  Status read_frames(FrameSink& sink, size_t budget = kReadBudget);
   // Sends queued frames until `queue` is empty, the socket buffer is full or a fairness budget is used up.
   Status flush(Fifo<SendReq>& queue, FrameSink& sink);
   // After read_frames failed: whether the stream ended between two frames (goodbye, or EOF with nothing
@@ -71,7 +74,6 @@ class Conn {
 
  private:
   static constexpr size_t kStageBytes = 8192;               // header staging buffer
-  static constexpr size_t kReadBudget = size_t{16} << 20;   // bytes per read_frames call before yielding
   static constexpr size_t kWriteBudget = size_t{16} << 20;  // bytes per flush call before yielding
 
   // recv(); *got = 0 means "no data now". EOF and resets become kConnectionLost.
@@ -100,6 +102,15 @@ struct SendLane {
   // Under mu: writes header + payload now if the lane is up and idle; *sent = bytes the kernel took. True when
   // the whole frame went out. A failed send takes nothing (the progress thread meets the error again).
   bool send_now(const FrameHeader& header, const std::byte* payload, size_t* sent);
+};
+
+// The receiving side of one connection, shared by a waiting caller (Engine::read_inline) and the progress
+// thread. Whoever holds `mu` may call conn->read_frames(); the receive state lives in the Conn. A caller that
+// meets a read error leaves it here and hands the peer to the progress thread, which fails the peer.
+struct RecvLane {
+  std::mutex mu;
+  Conn* conn = nullptr;  // guarded by mu: the connection while it is up, null otherwise
+  Status error;          // guarded by mu: a read error met by a caller, not yet acted on by the progress thread
 };
 
 // The kConnectionLost status of a peer that said goodbye.

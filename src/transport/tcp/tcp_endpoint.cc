@@ -17,6 +17,11 @@ std::string range_text(size_t offset, size_t bytes) {
 
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
+// Bytes a waiting caller reads from one connection per read_inline() call: it then lets go of the lane, so
+// that the progress thread (which may wait for the lane to flush this rank's own sends) gets a turn during a
+// large incoming write.
+constexpr size_t kInlineReadBudget = 256 << 10;
+
 }  // namespace
 
 Message& MessageRing::push_slot() {
@@ -45,6 +50,7 @@ PeerState::PeerState(Engine* engine, int rank, std::string address, int nconns)
       address_(std::move(address)),
       nconns_(nconns),
       lanes_(new SendLane[static_cast<size_t>(nconns)]),
+      rx_lanes_(new RecvLane[static_cast<size_t>(nconns)]),
       conns_(static_cast<size_t>(nconns)) {}
 
 Status PeerState::wait_connected(Deadline deadline) {
@@ -133,10 +139,14 @@ void PeerState::mark_released() {
   connected_cv_.notify_all();
 }
 
-void PeerState::connection_up(int index, int fd) {
+void PeerState::connection_up(int index, Conn* c) {
   {
     std::lock_guard<std::mutex> lock(lane(index).mu);
-    lane(index).fd = fd;
+    lane(index).fd = c->fd();
+  }
+  {
+    std::lock_guard<std::mutex> lock(rx_lanes_[static_cast<size_t>(index)].mu);
+    rx_lanes_[static_cast<size_t>(index)].conn = c;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -146,10 +156,38 @@ void PeerState::connection_up(int index, int fd) {
 }
 
 void PeerState::lane_down(int index, bool goodbye) {
-  SendLane& l = lane(index);
-  std::lock_guard<std::mutex> lock(l.mu);
-  if (goodbye && conn(index)) conn(index)->send_goodbye(l.queue);
-  l.fd = -1;
+  {
+    SendLane& l = lane(index);
+    std::lock_guard<std::mutex> lock(l.mu);
+    if (goodbye && conn(index)) conn(index)->send_goodbye(l.queue);
+    l.fd = -1;
+  }
+  RecvLane& rx = rx_lanes_[static_cast<size_t>(index)];
+  std::lock_guard<std::mutex> lock(rx.mu);
+  rx.conn = nullptr;
+}
+
+Status PeerState::read_locked(int index, bool* between) {
+  RecvLane& rx = rx_lanes_[static_cast<size_t>(index)];
+  std::lock_guard<std::mutex> lock(rx.mu);
+  Status st = rx.error;
+  if (st.ok() && rx.conn != nullptr) st = rx.conn->read_frames(*this);
+  *between = rx.conn != nullptr && rx.conn->ended_between_frames();
+  return st;
+}
+
+bool PeerState::read_inline() {
+  bool failed_now = false;
+  for (int i = 0; i < nconns_; ++i) {
+    RecvLane& rx = rx_lanes_[static_cast<size_t>(i)];
+    std::unique_lock<std::mutex> lock(rx.mu, std::try_to_lock);
+    if (!lock.owns_lock() || rx.conn == nullptr || !rx.error.ok()) continue;
+    Status st = rx.conn->read_frames(*this, kInlineReadBudget);
+    if (st.ok()) continue;
+    rx.error = std::move(st);
+    failed_now = true;
+  }
+  return failed_now;
 }
 
 void PeerState::release_all() {
@@ -158,6 +196,7 @@ void PeerState::release_all() {
     while (SendReq* req = lane(i).queue.pop()) engine_->release(req);
   }
   while (WriteRecord* record = in_flight_.pop()) engine_->release(record);
+  std::lock_guard<std::mutex> lock(mu_);
   assembling_.clear();
 }
 
@@ -184,18 +223,22 @@ Result<std::byte*> PeerState::write_target(const FrameHeader& h) {
   return mem.data() + h.remote_offset;
 }
 
+// Stripes of one write may be read by different threads (one connection each), hence mu_ around assembling_.
 void PeerState::frame_received(const FrameHeader& h, const Message* control) {
   if (control != nullptr || h.stripe_count == 1) return deliver(h, control);
-  for (size_t i = 0; i < assembling_.size(); ++i) {
-    if (assembling_[i].seq != h.write_seq) continue;
-    if (--assembling_[i].left == 0) {
-      assembling_[i] = assembling_.back();
-      assembling_.pop_back();
-      deliver(h, nullptr);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = std::find_if(assembling_.begin(), assembling_.end(),
+                           [&](const Assembly& a) { return a.seq == h.write_seq; });
+    if (it == assembling_.end()) {
+      assembling_.push_back(Assembly{h.write_seq, static_cast<uint32_t>(h.stripe_count - 1)});
+      return;
     }
-    return;
+    if (--it->left > 0) return;
+    *it = assembling_.back();
+    assembling_.pop_back();
   }
-  assembling_.push_back(Assembly{h.write_seq, static_cast<uint32_t>(h.stripe_count - 1)});
+  deliver(h, nullptr);
 }
 
 void PeerState::deliver(const FrameHeader& h, const Message* control) {

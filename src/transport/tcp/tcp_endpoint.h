@@ -41,8 +41,9 @@ class MessageRing {
 // Threading: members are grouped by who may touch them. The endpoint thread posts through the Engine: it
 // writes a frame itself when the connection's SendLane is idle, otherwise queues it there (lane lock) and
 // hands write records to the progress thread under Engine::post_mu_. It reads messages under mu_. The
-// progress thread owns the connections (opening, reading, closing) and flushes the lanes' queues.
-// Lock order: a lane's mu, then Engine::post_mu_; mu_ is taken alone.
+// progress thread owns the connections (opening, closing) and flushes the lanes' queues; frames are read by
+// whoever holds the connection's RecvLane lock: the progress thread, or a caller waiting for activity.
+// Lock order: a lane's mu, then Engine::post_mu_; a RecvLane's mu, then mu_.
 class PeerState final : public FrameSink {
  public:
   PeerState(Engine* engine, int rank, std::string address, int nconns);
@@ -70,11 +71,26 @@ class PeerState final : public FrameSink {
   void request_sent(SendReq* req) override;
   // Records the sticky error (first one wins) and wakes every waiter.
   void set_error(Status status);
-  // Connection `index` is up: inline sends may use `fd` from now on.
-  void connection_up(int index, int fd);
-  // Before connection `index` is closed: no inline send uses its socket any more. With `goodbye`, tells the
-  // peer first, unless a frame is half sent.
+  // Connection `index` is up: inline sends and waiting callers may use it from now on.
+  void connection_up(int index, Conn* c);
+  // Before connection `index` is closed: no inline send or waiting caller uses it any more. With `goodbye`,
+  // tells the peer first, unless a frame is half sent.
   void lane_down(int index, bool goodbye);
+  // Reads what connection `index` holds, under its RecvLane lock; a read error a caller met earlier is returned
+  // instead. *between: the stream ended between two frames (Conn::ended_between_frames).
+  Status read_locked(int index, bool* between);
+
+  // --- a caller waiting for activity (any thread) ---
+  // Reads every connection whose RecvLane is free, as the progress thread would. True when a read failed: the
+  // error is left in the lane for the progress thread (see Engine::read_inline).
+  bool read_inline();
+  // Calls f(conn) under connection `index`'s RecvLane lock if the connection is up.
+  template <typename F>
+  void with_conn(int index, const F& f) {
+    RecvLane& rx = rx_lanes_[static_cast<size_t>(index)];
+    std::lock_guard<std::mutex> lock(rx.mu);
+    if (rx.conn != nullptr) f(rx.conn);
+  }
   // Completes the in-flight writes at the front that are done, in posting order.
   void complete_done();
   // The sockets are closed and every request dropped (wakes wait_released()).
@@ -104,7 +120,8 @@ class PeerState final : public FrameSink {
   std::atomic<uint64_t> writes_posted_{0};
   std::atomic<uint64_t> writes_completed_{0};  // by the progress thread, or inline when nothing was in flight
 
-  std::unique_ptr<SendLane[]> lanes_;  // by connection index; each guarded by its own mu
+  std::unique_ptr<SendLane[]> lanes_;     // by connection index; each guarded by its own mu
+  std::unique_ptr<RecvLane[]> rx_lanes_;  // by connection index; each guarded by its own mu
 
   // Guarded by Engine::post_mu_.
   Fifo<WriteRecord> posted_records_;  // posted writes not yet taken by the progress thread, in order
@@ -113,7 +130,6 @@ class PeerState final : public FrameSink {
   // Progress thread only.
   std::vector<std::unique_ptr<Conn>> conns_;  // by connection index; null until connected/accepted
   Fifo<WriteRecord> in_flight_;               // posted writes in posting order
-  std::vector<Assembly> assembling_;          // striped incoming writes with stripes missing
   int conns_ended_ = 0;                       // connections the peer closed cleanly
   bool goodbye_seen_ = false;                 // one of them said goodbye (the peer closed on purpose)
 
@@ -121,6 +137,7 @@ class PeerState final : public FrameSink {
   mutable std::mutex mu_;
   std::condition_variable connected_cv_;
   MessageRing inbox_;
+  std::vector<Assembly> assembling_;  // striped incoming writes with stripes missing
   Status error_;
   bool error_reported_ = false;  // poll() returned the error once (it then stops counting as activity)
   bool closed_ = false;
@@ -128,6 +145,7 @@ class PeerState final : public FrameSink {
   int conns_up_ = 0;
   std::atomic<size_t> inbox_count_{0};  // inbox_.size(), readable without mu_
   std::atomic<bool> failed_{false};     // error_ is set
+  std::atomic<bool> rx_failed_{false};  // a caller left a read error in a RecvLane (Engine::read_inline)
 };
 
 // Contract: driven by one thread at a time (see transport.h). Local completion (writes_completed) means the

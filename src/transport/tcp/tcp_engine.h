@@ -12,9 +12,13 @@
 // error again and fails the peer with a message naming it. Posts that need the progress thread go on a
 // mutex-guarded dirty list plus an eventfd that wakes it only when it sleeps in epoll_wait.
 //
-// Receiving: the progress thread reads every socket and wakes wait_for_activity() callers through Activity
-// (which takes its mutex only when a caller sleeps). It busy-polls epoll for a while after activity only on
-// hosts with many cores; on small hosts it sleeps in epoll_wait at once and the kernel wakes it on data.
+// Receiving: a caller in wait_for_activity() reads the sockets itself while it spins (read_inline), each
+// connection under its RecvLane lock, so that an arrival reaches it without a thread hand-off. The progress
+// thread reads whatever arrives while no caller does, under the same lock, and wakes wait_for_activity()
+// callers through Activity (which takes its mutex only when a caller sleeps). A read error a caller meets is
+// left in the lane for the progress thread, which fails the peer with a message naming it. The progress thread
+// busy-polls epoll for a while after activity only on hosts with many cores; on small hosts it sleeps in
+// epoll_wait at once and the kernel wakes it on data.
 //
 // Non-goals: more than one progress thread, timers (deadlines are the callers'), reconnection.
 #pragma once
@@ -23,8 +27,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -37,6 +43,10 @@
 #include "transport/tcp/tcp_wire.h"
 
 namespace zw::transport::tcp {
+
+// Hosts with fewer hardware threads never busy-wait: the progress thread sleeps in epoll_wait at once, and a
+// spinning wait_for_activity() caller yields between polls.
+inline constexpr unsigned kMinCoresToSpin = 8;
 
 struct EngineConfig {
   int rank = 0;               // this rank
@@ -60,7 +70,11 @@ class Activity {
  public:
   void add(int64_t delta);
   void pulse();
-  void wait(std::chrono::microseconds timeout);
+  // Returns when `ready` counts something, pulse() or stop() was called, or after `timeout`; calls `poll`
+  // (may be empty) while it spins before sleeping.
+  // `after_spin` (may be empty) runs once the spin ends, before returning or sleeping.
+  void wait(std::chrono::microseconds timeout, const std::function<void()>& poll = {},
+            const std::function<void()>& after_spin = {});
   void stop();
 
  private:
@@ -115,6 +129,8 @@ class Engine {
   void post_write(PeerState& peer, std::span<const Stripe> stripes, bool idle);
   void post_control(PeerState& peer, std::span<const std::byte> payload);
   bool peer_known_dead(int rank, std::string* why);
+  // Transport::wait_for_activity: spins reading the sockets (read_inline), then sleeps on activity().
+  void wait_for_activity(std::chrono::microseconds timeout);
 
   // --- progress thread ---
   void release(SendReq* req) { released_requests_.push(req); }
@@ -143,6 +159,8 @@ class Engine {
   void on_hello(Conn* c);
   void on_parked(Conn* c);
   void on_data(Conn* c, uint32_t events);
+  bool read_conn(PeerState& peer, int index);
+  void read_inline();
   void attach(PeerState& peer, std::unique_ptr<Conn> c);
   void end_connection(PeerState& peer, Conn* c, const Status& status);
   void flush(PeerState& peer, int index);
@@ -153,6 +171,8 @@ class Engine {
   void retire(std::unique_ptr<Conn> c);
   std::unique_ptr<Conn> take_unattached(Conn* c);
   void set_interest(Conn* c, bool out);
+  void modify_interest(Conn* c, std::optional<bool> in, std::optional<bool> out);
+  void set_read_interest(bool on);
   Hello make_hello(int index) const;
   std::string check_hello(const Hello& hello) const;
 
@@ -182,6 +202,10 @@ class Engine {
   std::vector<Command> commands_taken_;            // commands_ as taken by drain()
   Fifo<SendReq> released_requests_;
   Fifo<WriteRecord> released_records_;
+
+  std::mutex interest_mu_;                           // epoll interest of the connections (after a RecvLane's mu)
+  std::mutex readers_mu_;                            // taken alone, or before a RecvLane's mu and post_mu_
+  std::vector<std::shared_ptr<PeerState>> readers_;  // guarded by readers_mu_; peers with an endpoint
 
   std::mutex dead_mu_;
   std::vector<std::string> dead_;  // guarded by dead_mu_; why a peer's connection was lost, by rank

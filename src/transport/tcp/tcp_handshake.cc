@@ -123,7 +123,7 @@ void Engine::on_ack(Conn* c) {
   }
   c->state = Conn::State::kUp;
   ZW_TRACE(kTcp, "connection %d to rank %d is up", c->index, p.rank());
-  p.connection_up(c->index, c->fd());
+  p.connection_up(c->index, c);
   flush(p, c->index);
 }
 
@@ -178,7 +178,7 @@ void Engine::attach(PeerState& peer, std::unique_ptr<Conn> c) {
   c->state = Conn::State::kUp;
   peer.conn(index) = std::move(c);
   ZW_TRACE(kTcp, "connection %d from rank %d is up", index, peer.rank());
-  peer.connection_up(index, peer.conn(index)->fd());
+  peer.connection_up(index, peer.conn(index).get());
   flush(peer, index);
 }
 

@@ -34,7 +34,7 @@ class TcpTransport final : public Transport {
   Result<std::string> listen() override;
   Result<std::unique_ptr<Endpoint>> connect(int peer_rank, const std::string& address) override;
   Result<std::unique_ptr<MemoryRegion>> register_memory(MemRef mem) override;
-  void wait_for_activity(std::chrono::microseconds timeout) override { engine_->activity().wait(timeout); }
+  void wait_for_activity(std::chrono::microseconds timeout) override { engine_->wait_for_activity(timeout); }
   bool peer_known_dead(int peer_rank, std::string* why) override { return engine_->peer_known_dead(peer_rank, why); }
 
  private:
