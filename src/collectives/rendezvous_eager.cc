@@ -56,19 +56,18 @@ Status Rendezvous::send_eager(int peer, const RegBuf& src, size_t offset, size_t
   const uint32_t slot = static_cast<uint32_t>(std::countr_zero(st.free_slots));
   st.free_slots &= ~(uint64_t{1} << slot);
   const size_t remote = (static_cast<size_t>(rank_) * eager_.slots + slot) * eager_.bytes;
-  auto& ep = endpoints_[peer];
-  Status s = ep->write(*src.mr, offset, peer_inbox_keys_[peer], remote, bytes, kEagerNotify);
-  if (s.ok()) {
-    EagerWire w{};
-    w.type = kCtrlEager;
-    w.slot = slot;
-    w.op = to_wire(desc_, seq_);
-    w.tag = tag;
-    w.bytes = bytes;
-    w.credits = st.owed_credits;
-    st.owed_credits = 0;
-    s = ep->send(std::span<const std::byte>(reinterpret_cast<const std::byte*>(&w), sizeof w));
-  }
+  EagerWire w{};
+  w.type = kCtrlEager;
+  w.slot = slot;
+  w.op = to_wire(desc_, seq_);
+  w.tag = tag;
+  w.bytes = bytes;
+  w.credits = st.owed_credits;  // owed slots ride along (see the top of this file)
+  st.owed_credits = 0;
+  // The data and its EAGER announcement: one frame on tcp, a write then a send elsewhere.
+  Status s =
+      endpoints_[peer]->write_announced(*src.mr, offset, peer_inbox_keys_[peer], remote, bytes, kEagerNotify,
+                                        std::span<const std::byte>(reinterpret_cast<const std::byte*>(&w), sizeof w));
   // The inbox outlives every operation its owner takes part in, so a failed write means the owner is gone or
   // has torn down this communicator (or never joined this collective).
   if (!s.ok())

@@ -97,6 +97,16 @@ class Endpoint {
   // Sends a control message of at most Caps::max_control_bytes.
   virtual Status send(std::span<const std::byte> payload) = 0;
 
+  // Exactly write(...) followed by send(announce): the peer's poll() returns the write's Notify and then the
+  // Control message, with nothing from this endpoint in between. A backend may move both at once (tcp: one
+  // frame); the default just makes the two calls. If the write fails, nothing is sent.
+  virtual Status write_announced(const MemoryRegion& local, size_t local_offset, std::span<const std::byte> remote_key,
+                                 size_t remote_offset, size_t bytes, uint64_t notify,
+                                 std::span<const std::byte> announce) {
+    ZW_TRY(write(local, local_offset, remote_key, remote_offset, bytes, notify));
+    return send(announce);
+  }
+
   // Takes the next message from the peer if one arrived: true and *out filled, false when none is pending,
   // or the endpoint's sticky error (which names the peer).
   virtual Result<bool> poll(Message* out) = 0;

@@ -11,7 +11,7 @@
 namespace zw::transport::tcp {
 namespace {
 
-constexpr int kMaxIov = 64;  // iovecs per sendmsg: up to 32 queued frames
+constexpr int kMaxIov = 96;  // iovecs per sendmsg: up to 32 queued frames (header, payload, announcement)
 
 const char* const kExitedHint = " — its process probably exited or was killed";
 
@@ -99,6 +99,13 @@ Status Conn::start_frame(FrameSink& sink) {
       control_.notify = 0;
       dst_ = control_.data.data();
       break;
+    case FrameType::kWriteAnnounced:
+      if (hdr_.announce_length > Message::kMaxControl || hdr_.stripe_count != 1)
+        return Status(Code::kProtocolError, "announced write with a " + std::to_string(hdr_.announce_length) +
+                                                "-byte announcement in " + std::to_string(hdr_.stripe_count) +
+                                                " stripes (at most " + std::to_string(Message::kMaxControl) +
+                                                " bytes, 1 stripe)");
+      [[fallthrough]];
     case FrameType::kWrite: {
       ZW_ASSIGN_OR_RETURN(dst_, sink.write_target(hdr_));
       break;
@@ -136,6 +143,25 @@ Status Conn::continue_payload(size_t* budget, bool* stop) {
   return Status();
 }
 
+// The current payload is complete: delivers the frame, or after a kWriteAnnounced frame's write bytes, moves
+// on to receiving its announcement (delivered together with the Notify once it arrived).
+void Conn::end_payload(FrameSink& sink) {
+  const bool announced = hdr_.type == static_cast<uint8_t>(FrameType::kWriteAnnounced);
+  if (announced && !in_announce_) {
+    in_announce_ = true;
+    control_.kind = MessageKind::kControl;
+    control_.size = hdr_.announce_length;
+    control_.notify = 0;
+    dst_ = control_.data.data();
+    left_ = hdr_.announce_length;
+    if (left_ > 0) return;
+  }
+  in_frame_ = false;
+  in_announce_ = false;
+  const bool has_control = announced || hdr_.type == static_cast<uint8_t>(FrameType::kControl);
+  sink.frame_received(hdr_, has_control ? &control_ : nullptr);
+}
+
 // Staged bytes are always consumed; the budget only limits further recv() calls, so nothing is left in the
 // staging buffer that a level-triggered epoll would not report again.
 Status Conn::read_frames(FrameSink& sink, size_t budget) {
@@ -143,11 +169,7 @@ Status Conn::read_frames(FrameSink& sink, size_t budget) {
   while (!stop) {
     if (in_frame_) {
       ZW_TRY(continue_payload(&budget, &stop));
-      if (left_ == 0) {
-        in_frame_ = false;
-        bool is_control = hdr_.type == static_cast<uint8_t>(FrameType::kControl);
-        sink.frame_received(hdr_, is_control ? &control_ : nullptr);
-      }
+      if (left_ == 0) end_payload(sink);
       continue;
     }
     if (end_ - begin_ >= sizeof(FrameHeader)) {
@@ -170,21 +192,23 @@ Status Conn::read_frames(FrameSink& sink, size_t budget) {
   return Status();
 }
 
-bool SendLane::send_now(const FrameHeader& header, const std::byte* payload, size_t* sent) {
+bool SendLane::send_now(const FrameHeader& header, const std::byte* payload, size_t* sent, const std::byte* announce) {
   *sent = 0;
   if (fd < 0 || !queue.empty()) return false;
-  iovec iov[2] = {{const_cast<FrameHeader*>(&header), sizeof(FrameHeader)},
-                  {const_cast<std::byte*>(payload), header.length}};
+  iovec iov[3] = {{const_cast<FrameHeader*>(&header), sizeof(FrameHeader)}, {}, {}};
+  size_t n_iov = 1;
+  if (header.length > 0) iov[n_iov++] = {const_cast<std::byte*>(payload), header.length};
+  if (header.announce_length > 0) iov[n_iov++] = {const_cast<std::byte*>(announce), header.announce_length};
   msghdr msg{};
   msg.msg_iov = iov;
-  msg.msg_iovlen = header.length > 0 ? 2 : 1;
+  msg.msg_iovlen = n_iov;
   ssize_t n;
   do {
     n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
   } while (n < 0 && errno == EINTR);
   if (n <= 0) return false;
   *sent = static_cast<size_t>(n);
-  return *sent == sizeof(FrameHeader) + header.length;
+  return *sent == sizeof(FrameHeader) + header.length + header.announce_length;
 }
 
 Status Conn::flush(Fifo<SendReq>& queue, FrameSink& sink) {
@@ -192,15 +216,20 @@ Status Conn::flush(Fifo<SendReq>& queue, FrameSink& sink) {
   size_t budget = kWriteBudget;  // the caller keeps EPOLLOUT armed while the queue is not empty
   while (!queue.empty() && budget > 0) {
     int n = 0;
-    for (SendReq* r = queue.front(); r != nullptr && n + 2 <= kMaxIov; r = r->next) {
+    for (SendReq* r = queue.front(); r != nullptr && n + 3 <= kMaxIov; r = r->next) {
       size_t off = r->sent;
       if (off < sizeof(FrameHeader)) {
         iov[n++] = {reinterpret_cast<char*>(&r->header) + off, sizeof(FrameHeader) - off};
         off = sizeof(FrameHeader);
       }
       size_t payload_off = off - sizeof(FrameHeader);
-      if (payload_off < r->header.length)
+      if (payload_off < r->header.length) {
         iov[n++] = {const_cast<std::byte*>(r->payload) + payload_off, r->header.length - payload_off};
+        payload_off = r->header.length;
+      }
+      size_t announce_off = payload_off - r->header.length;
+      if (announce_off < r->header.announce_length)
+        iov[n++] = {r->control.data() + announce_off, r->header.announce_length - announce_off};
     }
     msghdr msg{};
     msg.msg_iov = iov;

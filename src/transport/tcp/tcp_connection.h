@@ -25,7 +25,8 @@ class FrameSink {
   virtual ~FrameSink() = default;
   // The destination of a write frame's payload after checking region and bounds; an error drops the peer.
   virtual Result<std::byte*> write_target(const FrameHeader& header) = 0;
-  // A whole frame arrived; `control` holds a control frame's payload (null for writes).
+  // A whole frame arrived; `control` holds a control frame's payload or a kWriteAnnounced frame's announcement
+  // (null for writes).
   virtual void frame_received(const FrameHeader& header, const Message* control) = 0;
   // Every byte of `req` was handed to the kernel; the sink takes the node back.
   virtual void request_sent(SendReq* req) = 0;
@@ -80,12 +81,14 @@ class Conn {
   Status recv_some(void* dst, size_t bytes, size_t* got);
   Status start_frame(FrameSink& sink);
   Status continue_payload(size_t* budget, bool* stop);
+  void end_payload(FrameSink& sink);
 
   net::Fd fd_;
   std::unique_ptr<std::byte[]> stage_;  // received bytes not yet consumed: [begin_, end_)
   size_t begin_ = 0;
   size_t end_ = 0;
   bool in_frame_ = false;     // hdr_ parsed, payload pending
+  bool in_announce_ = false;  // receiving a kWriteAnnounced frame's announcement (into control_)
   FrameHeader hdr_{};         // frame being received
   std::byte* dst_ = nullptr;  // where the rest of the payload goes
   size_t left_ = 0;           // payload bytes still to receive
@@ -99,9 +102,10 @@ struct SendLane {
   std::mutex mu;
   int fd = -1;          // guarded by mu: the connection's socket while it is up, -1 otherwise
   Fifo<SendReq> queue;  // guarded by mu: frames not yet wholly handed to the kernel, in posting order
-  // Under mu: writes header + payload now if the lane is up and idle; *sent = bytes the kernel took. True when
-  // the whole frame went out. A failed send takes nothing (the progress thread meets the error again).
-  bool send_now(const FrameHeader& header, const std::byte* payload, size_t* sent);
+  // Under mu: writes header + payload (+ `announce`, header.announce_length bytes) now if the lane is up and
+  // idle, in one sendmsg; *sent = bytes the kernel took. True when the whole frame went out. A failed send
+  // takes nothing (the progress thread meets the error again).
+  bool send_now(const FrameHeader& header, const std::byte* payload, size_t* sent, const std::byte* announce = nullptr);
 };
 
 // The receiving side of one connection, shared by a waiting caller (Engine::read_inline) and the progress

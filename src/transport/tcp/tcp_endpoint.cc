@@ -241,10 +241,19 @@ void PeerState::frame_received(const FrameHeader& h, const Message* control) {
   deliver(h, nullptr);
 }
 
+// A kWriteAnnounced frame queues its Notify and then its Control message under one lock, so nothing read from
+// another connection lands between them.
 void PeerState::deliver(const FrameHeader& h, const Message* control) {
+  const bool announced = h.type == static_cast<uint8_t>(FrameType::kWriteAnnounced);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return;
+    if (announced) {
+      Message& n = inbox_.push_slot();
+      n.kind = MessageKind::kNotify;
+      n.size = 0;
+      n.notify = h.notify;
+    }
     Message& m = inbox_.push_slot();
     if (control != nullptr) {
       m.kind = MessageKind::kControl;
@@ -258,7 +267,7 @@ void PeerState::deliver(const FrameHeader& h, const Message* control) {
     }
     inbox_count_.store(inbox_.size(), std::memory_order_release);
   }
-  engine_->activity().add(1);
+  engine_->activity().add(announced ? 2 : 1);
 }
 
 void PeerState::request_sent(SendReq* req) {
@@ -323,13 +332,8 @@ Status TcpEndpoint::write(const MemoryRegion& local, size_t local_offset, std::s
   uint32_t region_id = 0;
   ZW_TRY(check_write(local, local_offset, remote_key, remote_offset, bytes, &region_id));
   const size_t nconns = static_cast<size_t>(peer_->nconns());
-  size_t count = 1;
   size_t chunk = bytes;
-  if (bytes >= kStripeThreshold && nconns > 1) {
-    count = std::min(nconns, bytes / kMinStripe);
-    chunk = ceil_div(ceil_div(bytes, count), 4096) * 4096;
-    count = ceil_div(bytes, chunk);
-  }
+  const size_t count = stripe_plan(bytes, &chunk);
   // Small writes use connection 0, like control messages, so that they stay in order with them.
   size_t first = 0;
   if (count > 1) {
@@ -362,13 +366,50 @@ Status TcpEndpoint::write(const MemoryRegion& local, size_t local_offset, std::s
   return Status();
 }
 
+size_t TcpEndpoint::stripe_plan(size_t bytes, size_t* chunk) const {
+  const size_t nconns = static_cast<size_t>(peer_->nconns());
+  *chunk = bytes;
+  if (bytes < kStripeThreshold || nconns == 1) return 1;
+  size_t count = std::min(nconns, bytes / kMinStripe);
+  *chunk = ceil_div(ceil_div(bytes, count), 4096) * 4096;
+  return ceil_div(bytes, *chunk);
+}
+
+Status TcpEndpoint::write_announced(const MemoryRegion& local, size_t local_offset,
+                                    std::span<const std::byte> remote_key, size_t remote_offset, size_t bytes,
+                                    uint64_t notify, std::span<const std::byte> announce) {
+  if (peer_->failed()) return peer_->error();
+  uint32_t region_id = 0;
+  ZW_TRY(check_write(local, local_offset, remote_key, remote_offset, bytes, &region_id));
+  ZW_TRY(check_control(announce.size()));
+  Stripe s;
+  s.conn = 0;  // with the control messages and the other small writes, in order
+  s.payload = local.mem().data() + local_offset;
+  s.header = FrameHeader{};
+  s.header.type = static_cast<uint8_t>(FrameType::kWriteAnnounced);
+  s.header.stripe_count = 1;
+  s.header.announce_length = static_cast<uint16_t>(announce.size());
+  s.header.region_id = region_id;
+  s.header.length = bytes;
+  s.header.remote_offset = remote_offset;
+  s.header.notify = notify;
+  s.header.write_seq = ++peer_->write_seq_;
+  const bool idle = peer_->writes_completed() == peer_->writes_posted();
+  peer_->writes_posted_.fetch_add(1, std::memory_order_release);
+  engine_->post_write(*peer_, std::span<const Stripe>(&s, 1), idle, announce);
+  return Status();
+}
+
+Status TcpEndpoint::check_control(size_t bytes) const {
+  if (bytes <= Message::kMaxControl) return Status();
+  return Status(Code::kInvalidArgument, "control message of " + std::to_string(bytes) + " bytes to rank " +
+                                            std::to_string(peer()) + " exceeds the tcp limit of " +
+                                            std::to_string(Message::kMaxControl) + " bytes (Caps::max_control_bytes)");
+}
+
 Status TcpEndpoint::send(std::span<const std::byte> payload) {
   if (peer_->failed()) return peer_->error();
-  if (payload.size() > Message::kMaxControl)
-    return Status(Code::kInvalidArgument, "control message of " + std::to_string(payload.size()) + " bytes to rank " +
-                                              std::to_string(peer()) + " exceeds the tcp limit of " +
-                                              std::to_string(Message::kMaxControl) +
-                                              " bytes (Caps::max_control_bytes)");
+  ZW_TRY(check_control(payload.size()));
   engine_->post_control(*peer_, payload);
   return Status();
 }

@@ -2,8 +2,9 @@
 // queues, incoming messages, sticky error), and TcpEndpoint, the handle the caller drives.
 //
 // A write is split into stripes (one frame each) over the pair's connections when it is large; small writes
-// and control messages travel on connection 0 and so keep their order. The receiver recv()s each stripe into
-// the registered destination and delivers Notify once every stripe of the write arrived.
+// and control messages travel on connection 0 and so keep their order; so does an announced write (write and
+// announcement in one frame, Endpoint::write_announced), which is never striped. The receiver recv()s each
+// stripe into the registered destination and delivers Notify once every stripe of the write arrived.
 // Non-goals: reconnecting after an error (errors are sticky), flow control beyond the kernel's.
 #pragma once
 
@@ -164,6 +165,12 @@ class TcpEndpoint final : public Endpoint {
   Status write(const MemoryRegion& local, size_t local_offset, std::span<const std::byte> remote_key,
                size_t remote_offset, size_t bytes, uint64_t notify) override;
   Status send(std::span<const std::byte> payload) override;
+  // One kWriteAnnounced frame on connection 0 (see tcp_wire.h), inline or queued like write(). Never striped,
+  // whatever its size: stripes on other sockets could arrive after the announcement (and after later control
+  // messages), and the contract is Notify, then the announcement, in posting order with connection 0's frames.
+  Status write_announced(const MemoryRegion& local, size_t local_offset, std::span<const std::byte> remote_key,
+                         size_t remote_offset, size_t bytes, uint64_t notify,
+                         std::span<const std::byte> announce) override;
   Result<bool> poll(Message* out) override;
   uint64_t writes_posted() const override { return peer_->writes_posted(); }
   uint64_t writes_completed() const override { return peer_->writes_completed(); }
@@ -176,6 +183,9 @@ class TcpEndpoint final : public Endpoint {
  private:
   Status check_write(const MemoryRegion& local, size_t local_offset, std::span<const std::byte> remote_key,
                      size_t remote_offset, size_t bytes, uint32_t* region_id) const;
+  Status check_control(size_t bytes) const;
+  // Number of stripes (and their size) a write of `bytes` is split into.
+  size_t stripe_plan(size_t bytes, size_t* chunk) const;
 
   std::shared_ptr<Engine> engine_;
   std::shared_ptr<PeerState> peer_;

@@ -125,8 +125,10 @@ class Engine {
   Status add_peer(std::shared_ptr<PeerState> peer, std::vector<net::Fd> outgoing);
   // Hands the peer back; true when the progress thread (or shutdown) will release it (see wait_released).
   bool remove_peer(std::shared_ptr<PeerState> peer);
-  // `idle`: every earlier write of the peer had completed when this one was posted.
-  void post_write(PeerState& peer, std::span<const Stripe> stripes, bool idle);
+  // `idle`: every earlier write of the peer had completed when this one was posted. `announce`: the
+  // announcement of a kWriteAnnounced frame (one stripe, header.announce_length bytes), copied if queued.
+  void post_write(PeerState& peer, std::span<const Stripe> stripes, bool idle,
+                  std::span<const std::byte> announce = {});
   void post_control(PeerState& peer, std::span<const std::byte> payload);
   bool peer_known_dead(int rank, std::string* why);
   // Transport::wait_for_activity: spins reading the sockets (read_inline), then sleeps on activity().

@@ -29,13 +29,14 @@ SendReq* Engine::queue_rest(PeerState& peer, SendLane& lane, const FrameHeader& 
   return req;
 }
 
-void Engine::post_write(PeerState& peer, std::span<const Stripe> stripes, bool idle) {
+void Engine::post_write(PeerState& peer, std::span<const Stripe> stripes, bool idle,
+                        std::span<const std::byte> announce) {
   if (stripes.size() > 1) return post_striped(peer, stripes);
   const Stripe& s = stripes[0];
   SendLane& lane = peer.lane(s.conn);
   std::unique_lock<std::mutex> lock(lane.mu);
   size_t sent = 0;
-  const bool whole = lane.send_now(s.header, s.payload, &sent);
+  const bool whole = lane.send_now(s.header, s.payload, &sent, announce.data());
   if (whole && idle) {
     lock.unlock();
     peer.writes_completed_.fetch_add(1, std::memory_order_release);
@@ -48,10 +49,12 @@ void Engine::post_write(PeerState& peer, std::span<const Stripe> stripes, bool i
     record->stripes_left = whole ? 0 : 1;
     record->done = whole;  // sent, but earlier writes are in flight: it completes after them
     peer.posted_records_.push(record);
-    if (whole)
+    if (whole) {
       mark_dirty(peer);
-    else
-      queue_rest(peer, lane, s.header, s.payload, sent, record);
+    } else {
+      SendReq* req = queue_rest(peer, lane, s.header, s.payload, sent, record);
+      if (!announce.empty()) std::memcpy(req->control.data(), announce.data(), announce.size());
+    }
   }
   lock.unlock();
   wake();

@@ -3,7 +3,9 @@
 //
 // A connection starts with the connecting (higher) rank sending a Hello; the accepting (lower) rank answers
 // with its own Hello once it has an endpoint for that peer. After that each side sends frames: a FrameHeader
-// followed by `length` payload bytes (a control message, or one stripe of a write).
+// followed by `length` payload bytes (a control message, or one stripe of a write); a kWriteAnnounced frame
+// (a single-stripe write and the control message announcing it, Endpoint::write_announced) is followed by
+// `length` write bytes and then `announce_length` control bytes, and delivers Notify, then Control.
 // Non-goals: mixed-endian clusters (both sides use the native little-endian layout), version negotiation
 // beyond rejecting a different kWireVersion.
 #pragma once
@@ -21,7 +23,7 @@ namespace zw::transport::tcp {
 static_assert(std::endian::native == std::endian::little, "the tcp wire format assumes a little-endian host");
 
 inline constexpr uint32_t kHelloMagic = 0x4354575a;  // "ZWTC"
-inline constexpr uint16_t kWireVersion = 1;
+inline constexpr uint16_t kWireVersion = 2;          // 2: kWriteAnnounced frames
 inline constexpr int kMaxConnsPerPeer = 64;  // ZW_TCP_CONNS_PER_PEER is clamped to 1..kMaxConnsPerPeer
 
 // First bytes on every connection, in both directions (the answer echoes the index and count).
@@ -37,20 +39,20 @@ struct Hello {
 static_assert(sizeof(Hello) == 24);
 
 // kGoodbye: the sender closes the pair on purpose (endpoint or transport destroyed); no payload.
-enum class FrameType : uint8_t { kControl = 1, kWrite = 2, kGoodbye = 3 };
+enum class FrameType : uint8_t { kControl = 1, kWrite = 2, kGoodbye = 3, kWriteAnnounced = 4 };
 
 struct FrameHeader {
-  uint8_t type;            // FrameType
-  uint8_t reserved0;       // zero
-  uint16_t stripe_index;   // this stripe of the write, 0 .. stripe_count-1
-  uint16_t stripe_count;   // stripes the write was split into (1 for control and small writes)
-  uint16_t reserved1;      // zero
-  uint32_t region_id;      // target region on the receiver (writes)
-  uint32_t reserved2;      // zero
-  uint64_t length;         // payload bytes that follow the header
-  uint64_t remote_offset;  // where in the region this stripe lands (already includes the stripe's offset)
-  uint64_t notify;         // notify value delivered once every stripe arrived (writes)
-  uint64_t write_seq;      // per-endpoint sequence number of the write (joins the stripes)
+  uint8_t type;              // FrameType
+  uint8_t reserved0;         // zero
+  uint16_t stripe_index;     // this stripe of the write, 0 .. stripe_count-1
+  uint16_t stripe_count;     // stripes the write was split into (1 for control and small writes)
+  uint16_t announce_length;  // control bytes after the write payload (kWriteAnnounced), else zero
+  uint32_t region_id;        // target region on the receiver (writes)
+  uint32_t reserved2;        // zero
+  uint64_t length;           // payload bytes that follow the header (write bytes only, for kWriteAnnounced)
+  uint64_t remote_offset;    // where in the region this stripe lands (already includes the stripe's offset)
+  uint64_t notify;           // notify value delivered once every stripe arrived (writes)
+  uint64_t write_seq;        // per-endpoint sequence number of the write (joins the stripes)
 };
 static_assert(sizeof(FrameHeader) == 48);
 
@@ -71,15 +73,16 @@ struct WriteRecord {
   WriteRecord* next = nullptr;  // intrusive queue link
 };
 
-// One frame to send on one connection: header, then `header.length` payload bytes from `payload`.
+// One frame to send on one connection: header, then `header.length` payload bytes from `payload`, then
+// `header.announce_length` bytes from `control` (kWriteAnnounced).
 struct SendReq {
   FrameHeader header{};                                 // sent first
   const std::byte* payload = nullptr;                   // caller's buffer, or `control` below
   size_t sent = 0;                                      // bytes of header + payload already written
   WriteRecord* record = nullptr;                        // the write this stripe belongs to; null for control
   SendReq* next = nullptr;                              // intrusive queue link
-  std::array<std::byte, Message::kMaxControl> control;  // copy of a control payload
-  size_t total() const { return sizeof(FrameHeader) + header.length; }
+  std::array<std::byte, Message::kMaxControl> control;  // copy of a control payload, or of the announcement
+  size_t total() const { return sizeof(FrameHeader) + header.length + header.announce_length; }
 };
 
 // Intrusive FIFO of nodes with a `next` pointer; owns nothing.
