@@ -4,6 +4,9 @@
 // writes back; half of each round trip is one sample. Columns as perftest: t_min, t_max, t_typical (median),
 // t_avg, t_stdev, 99% and 99.9% percentiles, in microseconds. --profile adds, per rank, the median time inside
 // write() and the median number of poll() calls per wait (where a round trip's time goes).
+// Samples are timed with the TSC on x86-64 (like perftest's get_cycles), converted with a rate calibrated against
+// the steady clock over the whole run: in a VM without a usable TSC clocksource (the Soft-RoCE guest, on hpet) a
+// steady-clock read is a ~0.9 us system call, and the two per round trip added ~0.45 us to every sample.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -72,8 +75,12 @@ Result<std::vector<double>> ping_pong(Pair& p, size_t size, int iters, Profile* 
     prof->tsc0 = ticks();
     prof->t0 = clock::now();
   }
+  std::vector<uint64_t> round_trips;  // ticks()
+  round_trips.reserve(static_cast<size_t>(iters));
+  const uint64_t ticks_start = ticks();
+  const auto clock_start = clock::now();
   for (int i = -kWarmup; i < iters; ++i) {
-    auto t0 = clock::now();
+    const uint64_t t0 = ticks();
     if (initiator) {
       ZW_TRY(timed_write(i));
       ZW_TRY(timed_wait(i));
@@ -81,9 +88,11 @@ Result<std::vector<double>> ping_pong(Pair& p, size_t size, int iters, Profile* 
       ZW_TRY(timed_wait(i));
       ZW_TRY(timed_write(i));
     }
-    double us = std::chrono::duration<double, std::micro>(clock::now() - t0).count() / 2;
-    if (i >= 0) samples.push_back(us);
+    if (i >= 0) round_trips.push_back(ticks() - t0);
   }
+  const double run_us = std::chrono::duration<double, std::micro>(clock::now() - clock_start).count();
+  const double ticks_per_us = static_cast<double>(ticks() - ticks_start) / run_us;
+  for (uint64_t t : round_trips) samples.push_back(static_cast<double>(t) / ticks_per_us / 2);
   // Let the last write complete before the next size reuses the buffers.
   while (ep.writes_completed() < ep.writes_posted()) ZW_TRY(ep.error());
   return samples;

@@ -37,7 +37,8 @@ Status check_verbs_config(const VerbsConfig& c) {
   };
   const Range ranges[] = {{"ZW_IB_GID_INDEX", c.gid_index, -1, 255},     {"ZW_IB_TIMEOUT", c.timeout, 0, 31},
                           {"ZW_IB_RETRY_CNT", c.retry_cnt, 0, 7},         {"ZW_IB_TC", c.traffic_class, 0, 255},
-                          {"ZW_IB_SL", c.service_level, 0, 15},          {"ZW_IB_QPS_PER_CONNECTION", c.qps_per_connection, 1, 64}};
+                          {"ZW_IB_SL", c.service_level, 0, 15},
+                          {"ZW_IB_QPS_PER_CONNECTION", c.qps_per_connection, 1, kMaxQpsPerConnection}};
   if (!knobs().ib_reg_cache.empty() && knobs().ib_reg_cache != "auto" && knobs().ib_reg_cache != "pagemap" &&
       knobs().ib_reg_cache != "trust")
     return Status(Code::kInvalidArgument,

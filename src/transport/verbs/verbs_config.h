@@ -37,6 +37,8 @@ struct VerbsConfig {
   bool use_rdma_cm = false;    // ZW_IB_USE_RDMA_CM: connect the QPs through librdmacm (verbs_rdma_cm.h)
 };
 
+inline constexpr int kMaxQpsPerConnection = 64;  // the largest ZW_IB_QPS_PER_CONNECTION
+
 // The process's settings (environment, parsed once).
 const VerbsConfig& verbs_config();
 

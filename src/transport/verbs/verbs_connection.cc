@@ -215,6 +215,7 @@ void VerbsConnection::close() {
   std::lock_guard<std::mutex> lock(mu_);
   closed_ = true;
   inbox_.clear();
+  inbox_size_.store(0, std::memory_order_release);
   if (!connected_.load(std::memory_order_acquire)) return;
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_ERR;

@@ -24,9 +24,11 @@
 // RDMA WRITE) once it delivered a few messages without sleeping, so a busy pair exchanges plain WRITEs. Receive
 // completions are reaped in batches.
 //   - write() of at most kMaxInlineWrite bytes from host memory into host memory: one {kInline, size, notify}
-//     message carrying {address, rkey} + the bytes; the receiver copies them into place, after checking that the
-//     range lies in a live registration of its own with that rkey (the registration cache), and then delivers
-//     the Notify.
+//     message carrying {address, rkey} + the bytes, or only the bytes (flag kSameTarget) when the target is the
+//     previous kInline's of this QP (both sides remember it: messages are taken in order); the receiver copies
+//     them into place, after checking that the range lies in a live registration of its own with that rkey (the
+//     registration cache; a one-entry hint skips the lookup while no registration was destroyed), and then
+//     delivers the Notify. An 8-byte write is 32 bytes on the wire then (48 with the target).
 //     The write counts as complete (source reusable) once posted, the bytes being copied by then, unless an
 //     earlier write is still pending (writes complete in order).
 //   - a larger write(): RDMA WRITE(s) of the payload (unsignaled), then a {kNotify, notify} message flagged
@@ -52,7 +54,10 @@
 // completion retires every earlier WR of the send queue (RC completes in order).
 //
 // Threading: mu_ guards the QP's posting side, the CQ, the ring and every counter; the endpoint thread and
-// wait_for_activity() (any thread) take it. fail() may be called from the async-event thread.
+// wait_for_activity() (any thread) take it, except that an empty poll() mostly does not: it reads atomic
+// mirrors of the inbox size and the next sequence number and the next slot's header (nothing_arrived()), and
+// takes the lock only when they show something, an error, or every kEmptyPollsPerCq-th poll (to poll the CQ).
+// fail() may be called from the async-event thread.
 // Non-goals: striping (the endpoint splits writes over its connections), reconnecting after an error, SRQ.
 #pragma once
 
@@ -203,6 +208,7 @@ class VerbsConnection {
   enum MsgType : uint8_t { kHello = 1, kNotify = 2, kControl = 3, kPart = 4, kInline = 5 };
   static constexpr uint8_t kAfterData = 1;  // deliver only after the message's receive completion (see above)
   static constexpr uint8_t kImm = 2;        // sent with an immediate: it took one of our posted receives
+  static constexpr uint8_t kSameTarget = 4;  // a kInline without {address, rkey}: the previous kInline's
   struct Inbound {
     Message msg;  // what poll() returns
     bool part;    // a kPart message (msg.kind is kNotify)
@@ -229,9 +235,13 @@ class VerbsConnection {
   Result<bool> take_slot(Message* out, bool* part);
   // Delivers the ready slot `data` (header already read and checked); *deliver is false for a hello.
   Status deliver_slot(const WireHeader& header, const std::byte* body, Message* out, bool* part, bool* deliver);
-  Status receive_inline(const std::byte* data, size_t size, uint64_t notify, Message* out);
+  // Copies the `bytes` at `data` to the current inline target (inline_address_seen_, inline_rkey_seen_).
+  Status receive_inline(const std::byte* data, size_t bytes, uint64_t notify, Message* out);
   // Moves every ready ring message into inbox_.
   Status drain_ring();
+  // poll() without the lock: true when nothing can be delivered now (no inbox, the next slot does not carry
+  // the next sequence number, no error) and this poll need not poll the CQ. Endpoint thread only.
+  bool nothing_arrived() const;
   Status malformed(const std::string& why);
   // `tag` (kWriteEndBit, kHelloBit or 0) goes into the wr_id; a tagged work request is always signaled.
   Status post_send_wr(ibv_send_wr* wr, uint64_t tag);
@@ -258,6 +268,7 @@ class VerbsConnection {
   std::byte* const ring_;                       // kRecvDepth slots written by the peer's NIC (not owned)
   const VerbsConfig config_;
   const std::shared_ptr<const VerbsRegCache> registry_;  // validates inline-write targets (may be null)
+  VerbsRegCache::LiveHint inline_hint_;  // the registration the last inline write landed in (under mu_)
   std::string peer_host_;  // from the peer's address (error messages)
   std::vector<VerbsConnection*> siblings_;  // the peer's other QPs (same owners, same lifetime)
 
@@ -291,8 +302,16 @@ class VerbsConnection {
   bool hello_acked_ = false;      // our hello completed: the peer's QP is ready to receive (it called connect)
   bool closed_ = false;           // the endpoint is gone
   bool error_reported_ = false;   // poll() returned the error once (it then stops counting as activity)
-  uint32_t empty_polls_ = 0;      // poll() calls in a row that found nothing (software devices then yield)
+  bool inline_target_sent_ = false;  // a kInline was posted; its target was {inline_address_, inline_rkey_}
+  uint64_t inline_address_ = 0;
+  uint32_t inline_rkey_ = 0;
+  bool inline_target_seen_ = false;  // a kInline was received; its target was {inline_address_seen_, ..._seen_}
+  uint64_t inline_address_seen_ = 0;
+  uint32_t inline_rkey_seen_ = 0;
+  uint32_t empty_polls_ = 0;      // poll() calls in a row that found nothing (endpoint thread only, no lock)
 
+  std::atomic<uint64_t> next_seq_{1};    // consumed_ + 1 (written under mu_; poll() reads it without)
+  std::atomic<size_t> inbox_size_{0};   // inbox_.size() (likewise)
   std::atomic<uint64_t> writes_posted_{0};
   std::atomic<uint64_t> writes_completed_{0};
   std::atomic<bool> connected_{false};  // QP in RTS

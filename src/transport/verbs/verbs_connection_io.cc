@@ -34,8 +34,9 @@ Status VerbsConnection::post_send_wr(ibv_send_wr* wr, uint64_t tag) {
 
 Status VerbsConnection::post_message(MsgType type, uint64_t notify, std::span<const std::byte> payload,
                                      uint64_t tag, std::span<const std::byte> prefix, uint8_t flags) {
-  ZW_TRY(wait_for(&VerbsConnection::has_send_credit, "receive credits (a free slot of its ring)"));
-  ZW_TRY(wait_for(&VerbsConnection::sq_has_room, "send-queue space"));
+  if (!has_send_credit())
+    ZW_TRY(wait_for(&VerbsConnection::has_send_credit, "receive credits (a free slot of its ring)"));
+  if (!sq_has_room()) ZW_TRY(wait_for(&VerbsConnection::sq_has_room, "send-queue space"));
   std::byte* slot = send_buf_.data() + (sq_posted_ % kSendDepth) * kRingSlotBytes;
   const size_t body = prefix.size() + payload.size();
   const size_t padded = ring_padded(body);
@@ -82,12 +83,20 @@ Status VerbsConnection::post_write(const VerbsMemoryRegion& local, size_t local_
   const bool idle = writes_completed_.load(std::memory_order_relaxed) == posted;
   writes_posted_.store(posted + 1, std::memory_order_release);
   if (!part && bytes > 0 && bytes <= kMaxInlineWrite && !key.device && local.mem().kind == MemKind::kHost) {
-    std::byte target[kInlineTargetBytes] = {};
     const uint64_t address = key.address + remote_offset;
-    std::memcpy(target, &address, 8);
-    std::memcpy(target + 8, &key.rkey, 4);
-    ZW_TRY(post_message(kInline, notify, {local.mem().data() + local_offset, bytes}, idle ? 0 : kWriteEndBit,
-                        target));
+    const std::span<const std::byte> payload{local.mem().data() + local_offset, bytes};
+    const uint64_t tag = idle ? 0 : kWriteEndBit;
+    if (inline_target_sent_ && inline_address_ == address && inline_rkey_ == key.rkey) {
+      ZW_TRY(post_message(kInline, notify, payload, tag, {}, kSameTarget));  // 16 bytes fewer on the wire
+    } else {
+      std::byte target[kInlineTargetBytes] = {};
+      std::memcpy(target, &address, 8);
+      std::memcpy(target + 8, &key.rkey, 4);
+      ZW_TRY(post_message(kInline, notify, payload, tag, target));
+      inline_target_sent_ = true;
+      inline_address_ = address;
+      inline_rkey_ = key.rkey;
+    }
     if (idle) writes_completed_.store(posted + 1, std::memory_order_release);
     return Status();
   }

@@ -2,6 +2,7 @@
 // memory (see the wire protocol in verbs_connection.h), delivering them, and poll()/progress_and_check().
 // Non-goals: posting (verbs_connection_io.cc), set-up (verbs_connection.cc).
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -13,7 +14,9 @@ namespace {
 
 constexpr uint32_t kReapEvery = 16;          // messages taken from the ring between two CQ polls
 constexpr uint32_t kBusyBeforeClear = 8;     // messages delivered without a sleep before the flag is cleared
-constexpr uint32_t kEmptyPollsPerCq = 4;     // empty poll() calls between two CQ polls
+// Empty poll() calls between two CQ polls: the CQ is only polled by the last of each run of them, so that the
+// first polls after a write() (when the answer may come soon) stay quick.
+constexpr uint32_t kEmptyPollsPerCq = 16;
 constexpr uint32_t kSpinBeforeYield = 256;  // empty polls before a software-device rank starts yielding
 constexpr uint32_t kSpinBeforeNap = 4096;   // ... and before it naps instead (its vCPU/core goes idle)
 constexpr auto kNap = std::chrono::microseconds(20);
@@ -62,6 +65,7 @@ Result<bool> VerbsConnection::take_slot(Message* out, bool* part) {
     Status st = deliver_slot(header, slot + kHeaderBytes, out, part, &deliver);
     std::memset(slot, 0, used + kCheckBytes);
     ++consumed_;
+    next_seq_.store(consumed_ + 1, std::memory_order_release);
     if (header.flags & kImm) ++imm_consumed_;
     ZW_TRY(st);
     if (++since_reap_ >= kReapEvery) {
@@ -95,20 +99,27 @@ Status VerbsConnection::deliver_slot(const WireHeader& header, const std::byte* 
       std::memcpy(out->data.data(), body, header.size);
       return Status();
     case kInline:
-      if (header.size < kInlineTargetBytes) return malformed("inline write of " + std::to_string(header.size) + " bytes");
-      return receive_inline(body, header.size, header.notify, out);
+      if (header.flags & kSameTarget) {
+        if (!inline_target_seen_) return malformed("inline write without a target");
+      } else {
+        if (header.size < kInlineTargetBytes)
+          return malformed("inline write of " + std::to_string(header.size) + " bytes");
+        std::memcpy(&inline_address_seen_, body, 8);
+        std::memcpy(&inline_rkey_seen_, body + 8, 4);
+        inline_target_seen_ = true;
+        body += kInlineTargetBytes;
+      }
+      return receive_inline(body, header.size - ((header.flags & kSameTarget) ? 0 : kInlineTargetBytes),
+                            header.notify, out);
     default:
       return malformed("unknown type " + std::to_string(header.type));
   }
 }
 
-Status VerbsConnection::receive_inline(const std::byte* data, size_t size, uint64_t notify, Message* out) {
-  uint64_t address = 0;
-  uint32_t rkey = 0;
-  std::memcpy(&address, data, 8);
-  std::memcpy(&rkey, data + 8, 4);
-  const size_t bytes = size - kInlineTargetBytes;
-  if (!registry_ || !registry_->copy_in(rkey, address, data + kInlineTargetBytes, bytes)) {
+Status VerbsConnection::receive_inline(const std::byte* data, size_t bytes, uint64_t notify, Message* out) {
+  const uint64_t address = inline_address_seen_;
+  const uint32_t rkey = inline_rkey_seen_;
+  if (!registry_ || !registry_->copy_in(rkey, address, data, bytes, &inline_hint_)) {
     char where[64];
     std::snprintf(where, sizeof where, "%#llx", static_cast<unsigned long long>(address));
     return fail(Status(Code::kRemoteAccess, "rank " + std::to_string(peer_) + " wrote " + std::to_string(bytes) +
@@ -130,16 +141,20 @@ Status VerbsConnection::drain_ring() {
     ZW_ASSIGN_OR_RETURN(bool got, take_slot(&in.msg, &in.part));
     if (!got) return Status();
     inbox_.push_back(in);
+    inbox_size_.store(inbox_.size(), std::memory_order_release);
   }
 }
 
 Result<bool> VerbsConnection::poll(Message* out, bool* part) {
-  {
+  if (nothing_arrived()) {
+    ++empty_polls_;
+  } else {
     std::lock_guard<std::mutex> lock(mu_);
     if (!inbox_.empty()) {
       *out = inbox_.front().msg;
       *part = inbox_.front().part;
       inbox_.pop_front();
+      inbox_size_.store(inbox_.size(), std::memory_order_release);
       empty_polls_ = 0;
       return true;
     }
@@ -157,7 +172,7 @@ Result<bool> VerbsConnection::poll(Message* out, bool* part) {
       }
       return true;
     }
-    if (got.ok() && empty_polls_ % kEmptyPollsPerCq == 0) (void)progress_locked();
+    if (got.ok() && empty_polls_ % kEmptyPollsPerCq == kEmptyPollsPerCq - 1) (void)progress_locked();
     if (Status st = error(); !st.ok()) {
       error_reported_ = true;
       return st;
@@ -178,6 +193,18 @@ Result<bool> VerbsConnection::poll(Message* out, bool* part) {
     }
   }
   return false;
+}
+
+bool VerbsConnection::nothing_arrived() const {
+  // Every kEmptyPollsPerCq-th empty poll takes the lock to poll the CQ; so does one with an error to report.
+  if (empty_polls_ % kEmptyPollsPerCq == kEmptyPollsPerCq - 1 || failed_.load(std::memory_order_acquire) ||
+      left_.load(std::memory_order_acquire) || inbox_size_.load(std::memory_order_acquire) != 0)
+    return false;
+  const uint64_t seq = next_seq_.load(std::memory_order_acquire);
+  const std::byte* slot = ring_ + ((seq - 1) % kRecvDepth) * kRingSlotBytes;
+  const uint32_t seq32 = __atomic_load_n(reinterpret_cast<const uint32_t*>(slot + offsetof(WireHeader, seq32)),
+                                         __ATOMIC_ACQUIRE);
+  return seq32 != static_cast<uint32_t>(seq);
 }
 
 void VerbsConnection::begin_sleep() {

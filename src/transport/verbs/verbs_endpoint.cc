@@ -57,9 +57,8 @@ Status VerbsEndpoint::write(const MemoryRegion& local, size_t local_offset, std:
   if (conns_.size() > 1 && bytes >= kMinStripeBytes)
     return post_striped(*region, local_offset, *key, remote_offset, bytes, notify);
   ZW_TRY(conns_[0]->post_write(*region, local_offset, *key, remote_offset, bytes, notify));
-  std::vector<uint64_t> target(conns_.size(), 0);
-  target[0] = conns_[0]->writes_posted();
-  targets_.push_back(std::move(target));
+  targets_.push_back(conns_[0]->writes_posted());
+  targets_.insert(targets_.end(), conns_.size() - 1, 0);
   ++posted_;
   return Status();
 }
@@ -69,23 +68,22 @@ Status VerbsEndpoint::post_striped(const VerbsMemoryRegion& local, size_t local_
   const size_t n = conns_.size();
   size_t part = (bytes + n - 1) / n;
   part = (part + kStripeAlign - 1) / kStripeAlign * kStripeAlign;
-  std::vector<uint64_t> target(n, 0);
+  uint64_t target[kMaxQpsPerConnection] = {};
   for (size_t i = 0; i < n; ++i) {
     size_t begin = std::min(bytes, i * part), len = std::min(bytes - begin, part);
     // A failure after some parts were posted leaves the write half-done; the sticky error says so to the caller.
     ZW_TRY(conns_[i]->post_write(local, local_offset + begin, key, remote_offset + begin, len, notify, true));
     target[i] = conns_[i]->writes_posted();
   }
-  targets_.push_back(std::move(target));
+  targets_.insert(targets_.end(), target, target + n);
   ++posted_;
   return Status();
 }
 
 uint64_t VerbsEndpoint::writes_completed() const {
   auto front_done = [this] {
-    const std::vector<uint64_t>& t = targets_.front();
     for (size_t i = 0; i < conns_.size(); ++i)
-      if (t[i] > conns_[i]->writes_completed()) return false;
+      if (targets_[i] > conns_[i]->writes_completed()) return false;
     return true;
   };
   bool progressed = false;
@@ -100,7 +98,7 @@ uint64_t VerbsEndpoint::writes_completed() const {
       progressed = true;
       continue;
     }
-    targets_.pop_front();
+    targets_.erase(targets_.begin(), targets_.begin() + static_cast<std::ptrdiff_t>(conns_.size()));
     ++completed_;
   }
   return completed_;

@@ -59,7 +59,9 @@ class VerbsEndpoint final : public Endpoint {
   std::vector<std::deque<uint64_t>> parts_;              // by QP: notify values of parts not yet matched
   uint64_t posted_ = 0;                                  // writes posted on this endpoint
   mutable uint64_t completed_ = 0;                       // writes known complete locally
-  mutable std::deque<std::vector<uint64_t>> targets_;    // per pending write: each QP's writes_posted after it
+  // Per pending write, oldest first, conns_.size() entries: each QP's writes_posted after it (0: not used).
+  // Flat, so that a write allocates nothing.
+  mutable std::deque<uint64_t> targets_;
 };
 
 }  // namespace zw::transport::verbs

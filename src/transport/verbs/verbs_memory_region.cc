@@ -1,6 +1,7 @@
 // Memory registration and remote keys of the verbs transport.
 #include "transport/verbs/verbs_memory_region.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -12,6 +13,7 @@ namespace {
 
 constexpr uint32_t kKeyMagic = 0x4b56575a;        // "ZWVK": host memory
 constexpr uint32_t kDeviceKeyMagic = 0x4456575a;  // "ZWVD": device memory
+std::atomic<uint64_t> g_destroyed{0};             // registrations_destroyed()
 
 }  // namespace
 
@@ -43,7 +45,10 @@ VerbsRegistration::VerbsRegistration(std::shared_ptr<VerbsDevice> device_in, ibv
                                      size_t bytes_in)
     : device(std::move(device_in)), mr(mr_in), start(start_in), bytes(bytes_in) {}
 
+uint64_t registrations_destroyed() { return g_destroyed.load(std::memory_order_acquire); }
+
 VerbsRegistration::~VerbsRegistration() {
+  g_destroyed.fetch_add(1, std::memory_order_acq_rel);
   if (mr && ibv_dereg_mr(mr) != 0) ZW_WARN(kVerbs, "ibv_dereg_mr: %s", std::strerror(errno));
 }
 

@@ -49,6 +49,10 @@ struct VerbsRegistration {
   std::vector<uint64_t> frames;         // page frame numbers sampled at registration (empty: not checked)
 };
 
+// How many VerbsRegistrations were destroyed so far in this process (incremented, release, before the MR is
+// deregistered): a range validated while this count was c is still registered while the count is still c.
+uint64_t registrations_destroyed();
+
 // Answers whether a registration still describes the memory at its addresses (the cache's check).
 class RegistrationValidator {
  public:

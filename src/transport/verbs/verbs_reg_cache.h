@@ -64,9 +64,19 @@ class VerbsRegCache final : public RegistrationValidator, public std::enable_sha
   // A handle on `mem`: from a cached registration containing it (checked), or from a new one (cached).
   Result<std::unique_ptr<MemoryRegion>> register_memory(MemRef mem);
   bool still_valid(const VerbsRegistration& reg) const override;
+  // The last registration copy_in() validated for one caller (a connection, under its lock): while no
+  // registration was destroyed since (registrations_destroyed() unchanged) it is still live, so a write inside
+  // it needs no lookup (no lock, no hash, no weak_ptr).
+  struct LiveHint {
+    uint32_t rkey = 0;
+    uintptr_t start = 0;
+    size_t bytes = 0;  // 0: no hint
+    uint64_t destroyed = 0;
+  };
   // Copies `bytes` to `address` when [address, address + bytes) lies inside a live host registration with
-  // `rkey` made by this cache (the receiving side of small writes carried inline); false otherwise.
-  bool copy_in(uint32_t rkey, uint64_t address, const void* src, size_t bytes) const;
+  // `rkey` made by this cache (the receiving side of small writes carried inline); false otherwise. `hint`
+  // (may be null) is checked first and updated.
+  bool copy_in(uint32_t rkey, uint64_t address, const void* src, size_t bytes, LiveHint* hint = nullptr) const;
   Stats stats() const;
   MappingCheck check() const { return check_; }
 
