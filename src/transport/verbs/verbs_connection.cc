@@ -247,7 +247,7 @@ std::string VerbsConnection::peer_desc() const {
   return "rank " + std::to_string(peer_) + (peer_host_.empty() ? "" : " (" + peer_host_ + ")");
 }
 
-Status VerbsConnection::error() const {
+Status VerbsConnection::error_slow() const {
   if (!failed_.load(std::memory_order_acquire)) {
     if (left_.load(std::memory_order_acquire) && Clock::now() >= left_after_) return left_status_;
     return Status();

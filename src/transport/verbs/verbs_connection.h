@@ -167,7 +167,11 @@ class VerbsConnection {
   Result<bool> poll(Message* out, bool* part);
   uint64_t writes_posted() const { return writes_posted_.load(std::memory_order_acquire); }
   uint64_t writes_completed() const { return writes_completed_.load(std::memory_order_acquire); }
-  Status error() const;
+  // The sticky error (or the peer's "left" error once its grace is over); inline: two loads while neither is set.
+  Status error() const {
+    if (!failed_.load(std::memory_order_acquire) && !left_.load(std::memory_order_acquire)) return Status();
+    return error_slow();
+  }
   // The endpoint is gone: stop the QP (its work requests flush) and drop queued messages.
   void close();
 
@@ -242,6 +246,7 @@ class VerbsConnection {
   // poll() without the lock: true when nothing can be delivered now (no inbox, the next slot does not carry
   // the next sequence number, no error) and this poll need not poll the CQ. Endpoint thread only.
   bool nothing_arrived() const;
+  Status error_slow() const;  // error() once failed_ or left_ is set
   Status malformed(const std::string& why);
   // `tag` (kWriteEndBit, kHelloBit or 0) goes into the wr_id; a tagged work request is always signaled.
   Status post_send_wr(ibv_send_wr* wr, uint64_t tag);

@@ -48,17 +48,19 @@ Status VerbsEndpoint::write(const MemoryRegion& local, size_t local_offset, std:
     return Status(Code::kInvalidArgument, where() + "local offset " + std::to_string(local_offset) + " + " +
                                               std::to_string(bytes) + " bytes exceeds the local region of " +
                                               std::to_string(src.bytes) + " bytes");
-  auto key = VerbsRemoteKey::parse(remote_key);
-  if (!key.ok()) return key.status().with_context("write to rank " + std::to_string(peer())).at(__FILE__, __LINE__);
-  if (remote_offset > key->length || bytes > key->length - remote_offset)
+  VerbsRemoteKey key;
+  if (!VerbsRemoteKey::decode(remote_key, &key))
+    return VerbsRemoteKey::parse(remote_key).status().with_context("write to rank " + std::to_string(peer()))
+        .at(__FILE__, __LINE__);
+  if (remote_offset > key.length || bytes > key.length - remote_offset)
     return Status(Code::kRemoteAccess, where() + "remote offset " + std::to_string(remote_offset) + " + " +
                                            std::to_string(bytes) + " bytes exceeds the remote region of " +
-                                           std::to_string(key->length) + " bytes");
+                                           std::to_string(key.length) + " bytes");
   if (conns_.size() > 1 && bytes >= kMinStripeBytes)
-    return post_striped(*region, local_offset, *key, remote_offset, bytes, notify);
-  ZW_TRY(conns_[0]->post_write(*region, local_offset, *key, remote_offset, bytes, notify));
+    return post_striped(*region, local_offset, key, remote_offset, bytes, notify);
+  ZW_TRY(conns_[0]->post_write(*region, local_offset, key, remote_offset, bytes, notify));
   targets_.push_back(conns_[0]->writes_posted());
-  targets_.insert(targets_.end(), conns_.size() - 1, 0);
+  if (conns_.size() > 1) targets_.insert(targets_.end(), conns_.size() - 1, 0);
   ++posted_;
   return Status();
 }

@@ -11,8 +11,6 @@
 namespace zw::transport::verbs {
 namespace {
 
-constexpr uint32_t kKeyMagic = 0x4b56575a;        // "ZWVK": host memory
-constexpr uint32_t kDeviceKeyMagic = 0x4456575a;  // "ZWVD": device memory
 std::atomic<uint64_t> g_destroyed{0};             // registrations_destroyed()
 
 }  // namespace
@@ -27,17 +25,11 @@ std::vector<std::byte> VerbsRemoteKey::serialize() const {
 }
 
 Result<VerbsRemoteKey> VerbsRemoteKey::parse(std::span<const std::byte> bytes) {
-  uint32_t magic = 0;
-  if (bytes.size() == kBytes) std::memcpy(&magic, bytes.data(), 4);
-  if (magic != kKeyMagic && magic != kDeviceKeyMagic)
+  VerbsRemoteKey key;
+  if (!decode(bytes, &key))
     return Status(Code::kInvalidArgument, "remote key of " + std::to_string(bytes.size()) +
                                               " bytes is not a verbs transport key (expected " +
                                               std::to_string(kBytes) + " bytes from VerbsMemoryRegion::remote_key)");
-  VerbsRemoteKey key;
-  key.device = magic == kDeviceKeyMagic;
-  std::memcpy(&key.rkey, bytes.data() + 4, 4);
-  std::memcpy(&key.address, bytes.data() + 8, 8);
-  std::memcpy(&key.length, bytes.data() + 16, 8);
   return key;
 }
 

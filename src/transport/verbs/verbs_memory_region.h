@@ -11,6 +11,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <vector>
@@ -30,9 +31,23 @@ struct VerbsRemoteKey {
   uint64_t length = 0;   // bytes in the region
   bool device = false;   // CUDA device memory (never written by the owner's CPU)
 
+  static constexpr uint32_t kKeyMagic = 0x4b56575a;        // "ZWVK": host memory
+  static constexpr uint32_t kDeviceKeyMagic = 0x4456575a;  // "ZWVD": device memory
+
   std::vector<std::byte> serialize() const;
   // kInvalidArgument when `bytes` is not a key made by serialize().
   static Result<VerbsRemoteKey> parse(std::span<const std::byte> bytes);
+  // parse() without the Result (the write path): false when `bytes` is not a key; parse() then says why.
+  static bool decode(std::span<const std::byte> bytes, VerbsRemoteKey* key) {
+    uint32_t magic = 0;
+    if (bytes.size() == kBytes) std::memcpy(&magic, bytes.data(), 4);
+    if (magic != kKeyMagic && magic != kDeviceKeyMagic) return false;
+    key->device = magic == kDeviceKeyMagic;
+    std::memcpy(&key->rkey, bytes.data() + 4, 4);
+    std::memcpy(&key->address, bytes.data() + 8, 8);
+    std::memcpy(&key->length, bytes.data() + 16, 8);
+    return true;
+  }
 };
 
 // One ibv_mr over [start, start + bytes) with the page frames pinned at registration (for the cache's check).
