@@ -124,7 +124,7 @@ Result<std::unique_ptr<OffloadPipeline>> OffloadPipeline::create_with_copier(con
 Status OffloadPipeline::step(const AdamParams& base, int step, const OptimizerShard& shard,
                              std::span<const DecayRange> ranges, int64_t sub_group_size) {
   ZW_TRY(check_shard(shard, ranges, sub_group_size));
-  ZW_TRY(adam_step(base, nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, step, nullptr));  // checks only
+  ZW_TRY(check_adam_params(base, step));
   stats_ = OffloadStepStats{};
   stats_.sub_groups = (shard.numel + sub_group_size - 1) / sub_group_size;
   const bool out_dev = shard.weights_dtype != DataType::kFloat32 && on_device(shard.weights16);

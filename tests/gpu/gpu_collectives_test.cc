@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/gpu/gpu_test_util.h"
 #include "collectives/kernels/reduce.h"
 #include "common/knobs.h"
 #include "zerowire/communicator.h"
@@ -27,13 +28,7 @@
 namespace zw {
 namespace {
 
-int device_count() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-}
-
-#define SKIP_WITHOUT_GPU() \
-  if (device_count() == 0) GTEST_SKIP() << "no CUDA device"
+using gpu_test::device_count;
 
 enum class Kind { kAllGather, kReduceScatter, kAllReduce, kBroadcast, kReduce };
 const char* kind_name(Kind k) {

@@ -11,6 +11,7 @@
 // StagedPlan.* needs no GPU: it runs the chunk plan with host vectors standing in for device buffers (memcpy for the
 // copies, the public host collectives for the chunks), which checks the chunking and staging layout everywhere.
 // The GPU tests skip with "no CUDA device" where no GPU is visible.
+#include "tests/gpu/gpu_test_util.h"
 #include "collectives/gpu/gpu_staged.h"
 
 #include <cuda_runtime.h>
@@ -38,13 +39,7 @@ using internal::OpKind;
 // scheduler, so ranks whose streams share a queue could hold each other's copies back (see gpu_staged.h).
 [[maybe_unused]] const bool kMoreConnections = [] { return setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0) == 0; }();
 
-int device_count() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-}
-
-#define SKIP_WITHOUT_GPU() \
-  if (device_count() == 0) GTEST_SKIP() << "no CUDA device"
+using gpu_test::device_count;
 
 constexpr size_t kChunk = 64 << 10;
 constexpr size_t kLarge = (size_t{1} << 18) + 3;  // 1 MiB of floats: 17 chunks of 64 KiB (per rank's block too)

@@ -76,16 +76,21 @@ inline bool connect_all(World& w, double seconds) {
   return true;
 }
 
-// Polls until a message arrives, the endpoint fails or the deadline passes.
-inline Result<Message> next_message(Transport& t, Endpoint& e, Deadline deadline) {
+// Polls until a message arrives, the endpoint fails or the deadline passes; between empty polls it waits on
+// `sleep_on` (null: spins, never sleeping — for tests of what a sleeping receiver must not miss).
+inline Result<Message> poll_message(Endpoint& e, Deadline deadline, Transport* sleep_on) {
   Message m;
   for (;;) {
     Result<bool> got = e.poll(&m);
     if (!got.ok()) return got.status();
     if (*got) return m;
     if (deadline.expired()) return Status(Code::kTimeout, "no message from rank " + std::to_string(e.peer()));
-    t.wait_for_activity(std::chrono::milliseconds(20));
+    if (sleep_on != nullptr) sleep_on->wait_for_activity(std::chrono::milliseconds(20));
   }
+}
+
+inline Result<Message> next_message(Transport& t, Endpoint& e, Deadline deadline) {
+  return poll_message(e, deadline, &t);
 }
 
 inline std::span<const std::byte> bytes_of(const std::string& s) {

@@ -14,19 +14,14 @@
 #include <tuple>
 #include <vector>
 
+#include "tests/gpu/gpu_test_util.h"
 #include "zero/offload_pipeline.h"
 #include "zero_engine/offload_fixture.h"
 
 namespace zw::zero::testing {
 namespace {
 
-int device_count() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-}
-
-#define SKIP_WITHOUT_GPU() \
-  if (device_count() == 0) GTEST_SKIP() << "no CUDA device"
+using gpu_test::device_count;
 
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 

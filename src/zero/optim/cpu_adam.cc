@@ -19,10 +19,7 @@ namespace {
 constexpr size_t kTileElems = size_t{32} << 10;
 
 Status check_args(const AdamParams& p, float* master, float* m, float* v, const float* grad, size_t n, int step) {
-  if (step < 1) return Status(Code::kInvalidArgument, "adam_step: step is 1-based, got " + std::to_string(step));
-  if (!(p.beta1 >= 0.0f && p.beta1 < 1.0f) || !(p.beta2 >= 0.0f && p.beta2 < 1.0f))
-    return Status(Code::kInvalidArgument, "adam_step: betas must be in [0, 1), got " + std::to_string(p.beta1) + ", " +
-                                              std::to_string(p.beta2));
+  ZW_TRY(check_adam_params(p, step));
   if (n > 0 && (master == nullptr || m == nullptr || v == nullptr || grad == nullptr))
     return Status(Code::kInvalidArgument,
                   "adam_step: master, m, v and grad must be non-null for n = " + std::to_string(n));
@@ -81,6 +78,14 @@ void run_tile(void* ctx, size_t tile) {
 }
 
 }  // namespace
+
+Status check_adam_params(const AdamParams& p, int step) {
+  if (step < 1) return Status(Code::kInvalidArgument, "adam_step: step is 1-based, got " + std::to_string(step));
+  if (!(p.beta1 >= 0.0f && p.beta1 < 1.0f) || !(p.beta2 >= 0.0f && p.beta2 < 1.0f))
+    return Status(Code::kInvalidArgument, "adam_step: betas must be in [0, 1), got " + std::to_string(p.beta1) + ", " +
+                                              std::to_string(p.beta2));
+  return Status();
+}
 
 Status adam_step_isa(kernels::Isa isa, const AdamParams& p, float* master, float* m, float* v, const float* grad,
                      size_t n, uint16_t* bf16_out, uint16_t* f16_out, int step, ThreadPool* threads) {

@@ -108,16 +108,7 @@ TEST(VerbsRingTest, SenderWaitsForCreditsWhenTheRingIsFull) {
 }
 
 // Polls `e` (never sleeping) until a message arrives.
-Result<Message> spin_message(Endpoint& e) {
-  Deadline deadline = Deadline::after_seconds(30);
-  Message m;
-  for (;;) {
-    Result<bool> got = e.poll(&m);
-    if (!got.ok()) return got.status();
-    if (*got) return m;
-    if (deadline.expired()) return Status(Code::kTimeout, "no message from rank " + std::to_string(e.peer()));
-  }
-}
+Result<Message> spin_message(Endpoint& e) { return test_util::poll_message(e, Deadline::after_seconds(30), nullptr); }
 
 // One round of the sleep tests: a busy ping-pong (polling only, long enough for rank 1 to clear its sleep flag,
 // so that rank 0 sends plain WRITEs), then rank 0 sends one more message after `delay` while rank 1 waits for it
