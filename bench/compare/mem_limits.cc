@@ -3,8 +3,13 @@
 // best of several runs, in GB/s (10^9 bytes/s) of the destination's bytes per second; the memory traffic is
 // twice that for memcpy (read + write) and three times for a += b (two reads + write).
 //
-// Output (one line each, parsed by report.py):  limit memcpy <bytes> <best GB/s>  /  limit a+=b <bytes> <best GB/s>
-// Non-goals: multi-threaded STREAM, NUMA placement, cache-resident sizes.
+// Then the inter-process ceilings (ipc_limits.h): process_vm_readv from another process, streaming and with a
+// cache-sized block reused (as a 2-rank all-gather of 1 MiB reuses its 512 KiB blocks), beside memcpy with the
+// same pattern; one loopback TCP stream, one way and both ways at once.
+//
+// Output (one line each, parsed by report.py): limit <name> <bytes> <best GB/s>, names memcpy, a+=b, cma,
+// memcpy-cached, cma-cached (bytes = the block), tcp-lo, tcp-lo-2way. A probe that cannot run prints nothing.
+// Non-goals: multi-threaded STREAM, NUMA placement.
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -12,6 +17,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include "ipc_limits.h"
 
 namespace {
 
@@ -65,5 +72,16 @@ int main(int argc, char** argv) {
   }
   std::printf("limit memcpy %zu %.3f\n", bytes, bytes / copy_s / 1e9);
   std::printf("limit a+=b %zu %.3f\n", bytes, bytes / add_s / 1e9);
+  auto report = [](const char* name, size_t size, double gbps) {
+    if (gbps > 0) std::printf("limit %s %zu %.3f\n", name, size, gbps);
+    else std::fprintf(stderr, "mem_limits: the %s probe could not run\n", name);
+  };
+  constexpr size_t kBlock = 512 << 10;
+  char* dst = reinterpret_cast<char*>(c);
+  report("cma", bytes, cma_read_gbps(bytes, bytes, runs, dst));
+  report("memcpy-cached", kBlock, memcpy_chunked_gbps(bytes, kBlock, runs, reinterpret_cast<const char*>(a), dst));
+  report("cma-cached", kBlock, cma_read_gbps(bytes, kBlock, runs, dst));
+  report("tcp-lo", bytes, tcp_loopback_gbps(bytes, runs, false));
+  report("tcp-lo-2way", bytes, tcp_loopback_gbps(bytes, runs, true));
   return 0;
 }

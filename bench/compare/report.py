@@ -115,6 +115,20 @@ def human_size(b):
     return "%d B" % b
 
 
+# mem_limits' probes (name, sentence with the GB/s cell), in the order they are printed.
+LIMIT_TEXT = [
+    ("memcpy", "memcpy, one thread, 256 MiB: %s GB/s copied (twice that in memory traffic)"),
+    ("a+=b", "a += b (float32), one thread, 256 MiB: %s GB/s of a (three times that in memory traffic)"),
+    ("cma", "process_vm_readv from another process, one call of 256 MiB: %s GB/s (the one copy of shm all-gathers "
+            "at sizes beyond the caches, both zerowire's and Open MPI's)"),
+    ("memcpy-cached", "memcpy of a reused 512 KiB block (cache-resident, as a 1 MiB all-gather's blocks): %s GB/s"),
+    ("cma-cached", "process_vm_readv of the same reused 512 KiB block from another process: %s GB/s"),
+    ("tcp-lo", "one TCP stream over 127.0.0.1, one way, 4 MiB socket buffers: %s GB/s"),
+    ("tcp-lo-2way", "two TCP streams over 127.0.0.1 in opposite directions at once, one polling thread per "
+                    "process: %s GB/s per direction (a 2-rank tcp all-gather moves the same traffic)"),
+]
+
+
 class Results:
     def __init__(self, results_dir):
         self.meta = dict((r[0], r[1]) for r in read_tsv(os.path.join(results_dir, "meta.tsv")) if len(r) == 2)
@@ -250,13 +264,10 @@ def section(res, pairs):
                   "", "Latency is half a round trip; its ratio is UCX / zerowire (> 1: zerowire faster).", ""]
         lines += p2p_table(res) + [""]
     if res.limits:
-        lines += ["### This machine's single-thread limits (256 MiB, pre-faulted, best of 7 per run)", ""]
-        if "memcpy" in res.limits:
-            v = res.limits["memcpy"]
-            lines.append("- memcpy: %s GB/s copied (twice that in memory traffic)" % cell(v))
-        if "a+=b" in res.limits:
-            v = res.limits["a+=b"]
-            lines.append("- a += b (float32): %s GB/s of a (three times that in memory traffic)" % cell(v))
+        lines += ["### This machine's limits (best of 7 per run; median [min–max] over runs)", ""]
+        for name, text in LIMIT_TEXT:
+            if name in res.limits:
+                lines.append("- " + text % cell(res.limits[name]))
         lines.append("")
     for group, reason in sorted(res.unavailable.items()):
         lines.append("- %s unavailable: %s" % (group, reason))

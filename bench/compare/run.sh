@@ -54,7 +54,7 @@ Measures zerowire against Open MPI, Gloo and UCX on this machine, interleaved, a
   --p2p-sizes "LIST"  bandwidth sizes in bytes for zw_write_bw vs ucx_perftest tag_bw (default "$P2P_SIZES");
                       latency is always 8 bytes (zw_write_lat vs tag_lat, $LAT_ITERS iterations)
   --no-p2p            skip the point-to-point comparison
-  --no-limits         skip the memcpy / a+=b measurement
+  --no-limits         skip the limit probes (memcpy, a+=b, process_vm_readv, loopback TCP)
   --no-install        never call apt-get (missing anchors become n/a)
   --no-build          use the zerowire binaries already in the build directory (drivers are still built)
   --build-retries N   retries of a failed zerowire build, 60 s apart (default 2)
