@@ -1,7 +1,11 @@
 // Activity (how wait_for_activity callers spin, sleep and are woken) and the free lists of the tcp engine (see
-// tcp_engine.h). Non-goals: reading sockets (the engine's read_inline, passed in as `poll`), fairness between
-// several waiting threads (all of them are woken).
+// tcp_engine.h). Non-goals: reading sockets (the engine's read_inline and its blocking poll, passed in as `poll`
+// and `block`), fairness between several waiting threads (all of them are woken).
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <thread>
 
 #include "common/clock.h"
@@ -10,7 +14,8 @@
 namespace zw::transport::tcp {
 namespace {
 
-constexpr uint64_t kWaitSpinNs = 20'000;  // wait_for_activity polls this long before sleeping
+// The Activity whose wait() this thread is blocked in (block() reads the sockets and may deliver to itself).
+thread_local const Activity* t_blocked_in = nullptr;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -22,6 +27,13 @@ inline void cpu_relax() {
 
 }  // namespace
 
+Activity::Activity() : wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+
+void Activity::configure(bool yield_when_spinning, std::chrono::nanoseconds spin) {
+  yield_ = yield_when_spinning;
+  spin_ns_ = static_cast<uint64_t>(std::max<int64_t>(0, spin.count()));
+}
+
 void Activity::add(int64_t delta) {
   ready_.fetch_add(delta);
   if (delta > 0) notify();
@@ -32,37 +44,69 @@ void Activity::pulse() {
   notify();
 }
 
+// Pairs with wait(): the caller registers (waiters_/blocked_), then checks the state; this side changes the state,
+// then checks the registrations (all seq_cst), so at least one of them sees the other.
 void Activity::notify() {
+  kick();
   if (waiters_.load() == 0) return;
   { std::lock_guard<std::mutex> lock(mu_); }
   cv_.notify_all();
 }
 
-// Spins briefly (calling `poll`) before sleeping: a condition-variable wake-up costs several microseconds of
-// round-trip latency. On hosts with few cores the spin yields between polls, so that the peer rank's threads
-// (which it waits for) get the CPU: measured 1.1-1.5x the busbw of a pause-spin at 4K-256K, 2 and 4 ranks on
-// 2 cores under load.
+// The blocked caller itself needs no wake-up: it is awake, reading (only one caller blocks at a time).
+void Activity::kick() {
+  if (blocked_.load() == 0 || t_blocked_in == this) return;
+  uint64_t one = 1;
+  while (::write(wake_fd_.get(), &one, sizeof one) < 0 && errno == EINTR) {
+  }
+}
+
+void Activity::drain_wake_fd() {
+  uint64_t value = 0;
+  while (::read(wake_fd_.get(), &value, sizeof value) < 0 && errno == EINTR) {
+  }
+}
+
+// Spins briefly (calling `poll`) before sleeping: a wake-up costs several microseconds of round-trip latency.
+// Where configure() says so (few cores, or more ranks than cores) the spin yields between polls, so that the peer
+// rank's threads (which it waits for) get the CPU: measured 1.1-1.5x the busbw of a pause-spin at 4K-256K, 2 and
+// 4 ranks on 2 cores under load.
 void Activity::wait(std::chrono::microseconds timeout, const std::function<void()>& poll,
-                    const std::function<void()>& after_spin) {
-  static const bool few_cores = std::thread::hardware_concurrency() < kMinCoresToSpin;
+                    const std::function<void()>& after_spin, const std::function<bool(uint64_t)>& block) {
   const uint64_t generation = generation_.load();
   auto ready = [&] { return ready_.load() > 0 || generation_.load() != generation || stopped_.load(); };
   const uint64_t start = now_ns();
   // Clamped to an hour so that a "forever" timeout cannot overflow the clock arithmetic (wake-ups may be early).
   const uint64_t timeout_ns = static_cast<uint64_t>(std::clamp<int64_t>(timeout.count(), 0, 3'600'000'000)) * 1000;
-  const uint64_t spin_ns = std::min(timeout_ns, kWaitSpinNs);
+  const uint64_t spin_ns = std::min(timeout_ns, spin_ns_);
   bool got = false;
   while (!got && now_ns() - start < spin_ns) {
     if ((got = ready())) break;
     if (poll) poll();
     if ((got = ready())) break;
-    if (few_cores)
+    if (yield_)
       std::this_thread::yield();
     else
       cpu_relax();
   }
+  if (got || ready() || timeout_ns == 0) {
+    if (after_spin) after_spin();
+    return;
+  }
+  if (block && wake_fd_.valid()) {
+    blocked_.fetch_add(1);
+    t_blocked_in = this;
+    bool blocking = true;
+    for (uint64_t now = now_ns(); blocking && !ready() && now - start < timeout_ns; now = now_ns())
+      blocking = block(start + timeout_ns);
+    t_blocked_in = nullptr;
+    blocked_.fetch_sub(1);
+    if (blocking || ready()) {
+      if (after_spin) after_spin();
+      return;
+    }
+  }
   if (after_spin) after_spin();
-  if (got) return;
   std::unique_lock<std::mutex> lock(mu_);
   waiters_.fetch_add(1);
   cv_.wait_for(lock, std::chrono::nanoseconds(timeout_ns - std::min(timeout_ns, now_ns() - start)), ready);
@@ -71,6 +115,7 @@ void Activity::wait(std::chrono::microseconds timeout, const std::function<void(
 
 void Activity::stop() {
   stopped_.store(true);
+  notify();
   { std::lock_guard<std::mutex> lock(mu_); }
   cv_.notify_all();
 }

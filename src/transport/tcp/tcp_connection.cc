@@ -122,27 +122,6 @@ Status Conn::start_frame(FrameSink& sink) {
   return Status();
 }
 
-Status Conn::continue_payload(size_t* budget, bool* stop) {
-  size_t staged = end_ - begin_;
-  if (left_ > 0 && staged > 0) {
-    // Payload bytes that arrived together with the header: copy them out of the staging buffer.
-    size_t take = std::min(staged, left_);
-    std::memcpy(dst_, stage_.get() + begin_, take);
-    begin_ += take;
-    dst_ += take;
-    left_ -= take;
-  } else if (left_ > 0) {
-    // The rest goes straight from the socket into the destination.
-    size_t got = 0;
-    if (*budget > 0) ZW_TRY(recv_some(dst_, left_, &got));
-    *stop = got == 0;
-    dst_ += got;
-    left_ -= got;
-    *budget -= std::min(*budget, got);
-  }
-  return Status();
-}
-
 // The current payload is complete: delivers the frame, or after a kWriteAnnounced frame's write bytes, moves
 // on to receiving its announcement (delivered together with the Notify once it arrived).
 void Conn::end_payload(FrameSink& sink) {
@@ -163,13 +142,31 @@ void Conn::end_payload(FrameSink& sink) {
 }
 
 // Staged bytes are always consumed; the budget only limits further recv() calls, so nothing is left in the
-// staging buffer that a level-triggered epoll would not report again.
+// staging buffer that a level-triggered epoll would not report again. A recv() that returns less than it asked
+// for emptied the socket: reading stops there instead of asking again for an EAGAIN.
 Status Conn::read_frames(FrameSink& sink, size_t budget) {
-  bool stop = false;
-  while (!stop) {
+  bool drained = false;
+  for (;;) {
     if (in_frame_) {
-      ZW_TRY(continue_payload(&budget, &stop));
-      if (left_ == 0) end_payload(sink);
+      if (left_ == 0) {
+        end_payload(sink);
+      } else if (begin_ != end_) {
+        // Payload bytes that arrived together with the header: copy them out of the staging buffer.
+        size_t take = std::min(end_ - begin_, left_);
+        std::memcpy(dst_, stage_.get() + begin_, take);
+        begin_ += take;
+        dst_ += take;
+        left_ -= take;
+      } else {
+        // The rest goes straight from the socket into the destination.
+        if (drained || budget == 0) break;
+        size_t got = 0;
+        ZW_TRY(recv_some(dst_, left_, &got));
+        drained = got < left_;
+        dst_ += got;
+        left_ -= got;
+        budget -= std::min(budget, got);
+      }
       continue;
     }
     if (end_ - begin_ >= sizeof(FrameHeader)) {
@@ -183,9 +180,10 @@ Status Conn::read_frames(FrameSink& sink, size_t budget) {
       end_ -= begin_;
       begin_ = 0;
     }
+    if (drained || budget == 0) break;
     size_t got = 0;
-    if (budget > 0) ZW_TRY(recv_some(stage_.get() + end_, kStageBytes - end_, &got));
-    stop = got == 0;
+    ZW_TRY(recv_some(stage_.get() + end_, kStageBytes - end_, &got));
+    drained = got < kStageBytes - end_;
     end_ += got;
     budget -= std::min(budget, got);
   }

@@ -68,6 +68,11 @@ class Conn {
   // After read_frames failed: whether the stream ended between two frames (goodbye, or EOF with nothing
   // half received), so that nothing the peer sent was lost on this connection.
   bool ended_between_frames() const { return goodbye || (eof && !in_frame_ && begin_ == end_); }
+  // Part of a frame was received and the rest was not yet.
+  bool mid_frame() const { return in_frame_ || begin_ != end_; }
+  // Inside a frame with at least kStreamBytes still to come.
+  bool streaming() const { return in_frame_ && left_ >= kStreamBytes; }
+  static constexpr size_t kStreamBytes = 64 << 10;
   // A parked connection must stay silent: EOF or stray data are errors.
   Status check_silent();
   // Best effort: tells the peer this side closes on purpose, unless a frame is half sent.
@@ -80,7 +85,6 @@ class Conn {
   // recv(); *got = 0 means "no data now". EOF and resets become kConnectionLost.
   Status recv_some(void* dst, size_t bytes, size_t* got);
   Status start_frame(FrameSink& sink);
-  Status continue_payload(size_t* budget, bool* stop);
   void end_payload(FrameSink& sink);
 
   net::Fd fd_;

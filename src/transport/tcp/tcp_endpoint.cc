@@ -176,18 +176,38 @@ Status PeerState::read_locked(int index, bool* between) {
   return st;
 }
 
-bool PeerState::read_inline() {
+bool PeerState::read_inline(bool* mid_frame) {
   bool failed_now = false;
   for (int i = 0; i < nconns_; ++i) {
     RecvLane& rx = rx_lanes_[static_cast<size_t>(i)];
     std::unique_lock<std::mutex> lock(rx.mu, std::try_to_lock);
     if (!lock.owns_lock() || rx.conn == nullptr || !rx.error.ok()) continue;
     Status st = rx.conn->read_frames(*this, kInlineReadBudget);
-    if (st.ok()) continue;
+    if (st.ok()) {
+      *mid_frame = *mid_frame || rx.conn->mid_frame();
+      continue;
+    }
     rx.error = std::move(st);
     failed_now = true;
   }
   return failed_now;
+}
+
+bool PeerState::streaming() {
+  for (int i = 0; i < nconns_; ++i) {
+    RecvLane& rx = rx_lanes_[static_cast<size_t>(i)];
+    std::unique_lock<std::mutex> lock(rx.mu, std::try_to_lock);
+    if (!lock.owns_lock() || (rx.conn != nullptr && rx.conn->streaming())) return true;
+  }
+  return false;
+}
+
+void PeerState::add_poll_fds(std::vector<pollfd>* fds) {
+  for (int i = 0; i < nconns_; ++i) {
+    RecvLane& rx = rx_lanes_[static_cast<size_t>(i)];
+    std::lock_guard<std::mutex> lock(rx.mu);
+    if (rx.conn != nullptr && rx.error.ok()) fds->push_back(pollfd{rx.conn->fd(), POLLIN, 0});
+  }
 }
 
 void PeerState::release_all() {

@@ -8,6 +8,8 @@
 // Non-goals: reconnecting after an error (errors are sticky), flow control beyond the kernel's.
 #pragma once
 
+#include <poll.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -82,9 +84,14 @@ class PeerState final : public FrameSink {
   Status read_locked(int index, bool* between);
 
   // --- a caller waiting for activity (any thread) ---
-  // Reads every connection whose RecvLane is free, as the progress thread would. True when a read failed: the
-  // error is left in the lane for the progress thread (see Engine::read_inline).
-  bool read_inline();
+  // Reads every connection whose RecvLane is free, as the progress thread would; sets *mid_frame when one of them
+  // stopped inside a frame. True when a read failed: the error is left in the lane for the progress thread (see
+  // Engine::read_inline).
+  bool read_inline(bool* mid_frame);
+  // Whether a connection is inside a large frame (Conn::streaming), or being read by another thread right now.
+  bool streaming();
+  // Appends a POLLIN entry for every connection that is up and has no read error left in its lane.
+  void add_poll_fds(std::vector<pollfd>* fds);
   // Calls f(conn) under connection `index`'s RecvLane lock if the connection is up.
   template <typename F>
   void with_conn(int index, const F& f) {

@@ -1,5 +1,5 @@
 // The tcp transport's engine and progress thread (see tcp_engine.h). Handshake handling lives in
-// tcp_handshake.cc, posting (inline sends) in tcp_post.cc.
+// tcp_handshake.cc, posting (inline sends) in tcp_post.cc, callers' reads in tcp_reading.cc.
 #include "transport/tcp/tcp_engine.h"
 
 #include <sys/epoll.h>
@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -21,11 +22,9 @@ namespace {
 constexpr uint64_t kSpinNs = 50'000;     // busy-poll this long after the last activity before sleeping, on hosts
                                          // with at least kMinCoresToSpin hardware threads; see run()
 constexpr int kSleepMs = 1000;           // epoll_wait timeout while sleeping (wake-ups come through the eventfd)
+constexpr int kQuietCheckMs = 1;         // epoll_wait timeout while callers have the sockets' input (see run())
 constexpr int kMaxEvents = 64;
-// A spinning caller turns the progress thread's EPOLLIN off while it reads inline when the transport has at most
-// this many connections (2 epoll_ctl calls per connection and wait). 2 ranks, 20 us spins: context switches
-// per 4 KiB all-gather halved, CPU time -20..45 %, busbw unchanged within the spread of a loaded host.
-constexpr size_t kMaxQuietConns = 4;
+constexpr std::chrono::nanoseconds kCallerSpin{20'000};  // a waiting caller spins this long before it blocks
 
 }  // namespace
 
@@ -34,7 +33,14 @@ Engine::Engine(EngineConfig config, std::shared_ptr<RegionTable> regions)
       regions_(std::move(regions)),
       claimed_(static_cast<size_t>(cfg_.world_size), false),
       peers_(static_cast<size_t>(cfg_.world_size)),
-      dead_(static_cast<size_t>(cfg_.world_size)) {}
+      dead_(static_cast<size_t>(cfg_.world_size)) {
+  // A spinning wait yields between polls where cores are few (a shared 2-core host: the peer rank it waits for, or
+  // another job, needs the CPU; a pause-spin measured 0.7-0.8x the busbw at 4K-256K, 2 ranks, under load) or
+  // fewer than the ranks of this host. Otherwise it busy-polls its sockets, as an MPI progress loop does.
+  const unsigned cores = std::thread::hardware_concurrency();
+  const int local_ranks = cfg_.local_ranks > 0 ? cfg_.local_ranks : cfg_.world_size;
+  activity_.configure(cores < kMinCoresToSpin || static_cast<unsigned>(local_ranks) > cores, kCallerSpin);
+}
 
 Engine::~Engine() { shutdown(); }
 
@@ -91,7 +97,7 @@ void Engine::shutdown() {
     close_peer(*c.peer);
   }
   {
-    std::lock_guard<std::mutex> lock(readers_mu_);
+    ReadersLock lock(*this);
     readers_.clear();
   }
   unattached_.clear();
@@ -112,7 +118,7 @@ Status Engine::add_peer(std::shared_ptr<PeerState> peer, std::vector<net::Fd> ou
     posts_pending_.store(true);
   }
   {
-    std::lock_guard<std::mutex> lock(readers_mu_);
+    ReadersLock lock(*this);
     readers_.push_back(std::move(reader));
   }
   wake();
@@ -121,7 +127,7 @@ Status Engine::add_peer(std::shared_ptr<PeerState> peer, std::vector<net::Fd> ou
 
 bool Engine::remove_peer(std::shared_ptr<PeerState> peer) {
   {
-    std::lock_guard<std::mutex> lock(readers_mu_);
+    ReadersLock lock(*this);
     std::erase(readers_, peer);
   }
   {
@@ -133,48 +139,6 @@ bool Engine::remove_peer(std::shared_ptr<PeerState> peer) {
   }
   wake();
   return true;
-}
-
-// A waiting caller reads the sockets itself, so that an arrival costs no hand-off from the progress thread
-// (which still reads whatever no caller is reading). Only one caller at a time does; others just wait. While it
-// spins, the progress thread's epoll leaves the sockets' input alone, so that arrivals do not wake it as well.
-// That costs two epoll_ctl calls per connection and wait, so it is done for a few connections only.
-void Engine::wait_for_activity(std::chrono::microseconds timeout) {
-  std::unique_lock<std::mutex> readers(readers_mu_, std::try_to_lock);
-  if (!readers.owns_lock()) return activity_.wait(timeout);
-  size_t conns = 0;
-  for (const auto& p : readers_) conns += static_cast<size_t>(p->nconns());
-  const bool quiet_progress = conns <= kMaxQuietConns;
-  if (quiet_progress) set_read_interest(false);
-  activity_.wait(timeout, [this] { read_inline(); },
-                 [&] {
-                   if (quiet_progress) set_read_interest(true);
-                   readers.unlock();
-                 });
-}
-
-// Under readers_mu_: turns EPOLLIN of every connection of the readers off or back on.
-void Engine::set_read_interest(bool on) {
-  for (const auto& p : readers_)
-    for (int i = 0; i < p->nconns(); ++i)
-      p->with_conn(i, [&](Conn* c) { modify_interest(c, on, std::nullopt); });
-}
-
-// Under readers_mu_.
-void Engine::read_inline() {
-  bool failed = false;
-  for (const auto& p : readers_) {
-    if (p->failed() || !p->read_inline()) continue;
-    p->rx_failed_.store(true);
-    failed = true;
-  }
-  if (!failed) return;
-  {
-    std::lock_guard<std::mutex> post(post_mu_);
-    for (const auto& p : readers_)
-      if (p->rx_failed_.load()) mark_dirty(*p);
-  }
-  wake();
 }
 
 bool Engine::peer_known_dead(int rank, std::string* why) {
@@ -206,6 +170,9 @@ void Engine::run() {
   uint64_t last_activity = now_ns();
   while (!stop_.load()) {
     bool busy = drain();
+    // While callers read the sockets' input themselves, look every kQuietCheckMs whether they stopped.
+    const bool quiet = reads_quiet_.load(std::memory_order_relaxed);
+    if (quiet) resume_reads_if_idle();
     int timeout = 0;
     if (!busy && now_ns() - last_activity >= spin_ns) {
       sleeping_.store(true);
@@ -213,7 +180,7 @@ void Engine::run() {
         sleeping_.store(false);
         continue;
       }
-      timeout = kSleepMs;
+      timeout = quiet ? kQuietCheckMs : kSleepMs;
     }
     int n = ::epoll_wait(epoll_.get(), events, kMaxEvents, timeout);
     sleeping_.store(false);

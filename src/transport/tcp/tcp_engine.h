@@ -12,16 +12,19 @@
 // error again and fails the peer with a message naming it. Posts that need the progress thread go on a
 // mutex-guarded dirty list plus an eventfd that wakes it only when it sleeps in epoll_wait.
 //
-// Receiving: a caller in wait_for_activity() reads the sockets itself while it spins (read_inline), each
-// connection under its RecvLane lock, so that an arrival reaches it without a thread hand-off. The progress
-// thread reads whatever arrives while no caller does, under the same lock, and wakes wait_for_activity()
-// callers through Activity (which takes its mutex only when a caller sleeps). A read error a caller meets is
-// left in the lane for the progress thread, which fails the peer with a message naming it. The progress thread
-// busy-polls epoll for a while after activity only on hosts with many cores; on small hosts it sleeps in
-// epoll_wait at once and the kernel wakes it on data.
+// Receiving: a caller in wait_for_activity() reads the sockets itself (tcp_reading.cc), each connection under its
+// RecvLane lock: it spins reading them, then blocks in poll() on them, so that an arrival reaches it without a
+// thread hand-off. Meanwhile the progress thread's epoll leaves their input alone (EPOLLIN off, kept off between
+// a caller's waits and taken back after 1 ms without one), and reads whatever arrives while no caller waits,
+// under the same lock, waking wait_for_activity() callers through Activity. A large frame arriving is left to the
+// progress thread while the caller sleeps. A read error a caller meets is left in the lane for the progress
+// thread, which fails the peer with a message naming it. The progress thread busy-polls epoll for a while after
+// activity only on hosts with many cores; on small hosts it sleeps in epoll_wait at once.
 //
 // Non-goals: more than one progress thread, timers (deadlines are the callers'), reconnection.
 #pragma once
+
+#include <poll.h>
 
 #include <atomic>
 #include <chrono>
@@ -53,6 +56,7 @@ struct EngineConfig {
   int world_size = 1;         // ranks in the job
   uint64_t job_hash = 0;      // job_hash(TransportOptions::job_id)
   int conns_per_peer = 1;     // sockets per peer pair
+  int local_ranks = 0;        // ranks on this host (ZW_LOCAL_WORLD_SIZE); 0 = unknown, assume world_size
   int64_t sockbuf = 0;        // SO_SNDBUF/SO_RCVBUF of every socket; 0 leaves the kernel's autotuning
   std::string store_address;  // for advertising a wildcard listen address
 };
@@ -66,25 +70,47 @@ struct Stripe {
 
 // Wakes wait_for_activity() callers. `ready` counts messages not yet polled and errors not yet reported, over
 // all endpoints; pulse() wakes waiters without changing it (a write completed). Thread-safe.
+//
+// A waiting caller spins first (pause, or sched_yield between polls where configure() says so),
+// then sleeps: on the condition variable, or, for the caller that reads the sockets itself, in `block` (a
+// poll() on its sockets plus wake_fd(), which add/pulse/stop signal while such a caller is blocked). Either
+// way an arrival wakes the caller without a hand-off through the progress thread.
 class Activity {
  public:
+  Activity();
+  // `yield_when_spinning`: spins yield between polls (few cores, or more ranks than cores); `spin`: how long a
+  // wait spins before sleeping.
+  void configure(bool yield_when_spinning, std::chrono::nanoseconds spin);
   void add(int64_t delta);
   void pulse();
   // Returns when `ready` counts something, pulse() or stop() was called, or after `timeout`; calls `poll`
-  // (may be empty) while it spins before sleeping.
-  // `after_spin` (may be empty) runs once the spin ends, before returning or sleeping.
+  // (may be empty) while it spins. `after_spin` (may be empty) runs once the spin ends, before returning or
+  // sleeping. `block` (may be empty) replaces the condition-variable sleep: block(deadline_ns) returns when
+  // something may have happened (a socket or wake_fd() became readable) or at deadline_ns (now_ns() clock),
+  // and is called again until something is ready or the deadline passed; it returns false to sleep on the
+  // condition variable instead for the rest of the wait.
   void wait(std::chrono::microseconds timeout, const std::function<void()>& poll = {},
-            const std::function<void()>& after_spin = {});
+            const std::function<void()>& after_spin = {}, const std::function<bool(uint64_t)>& block = {});
   void stop();
+  // Readable while a blocked caller must look again (see wait); -1 when it could not be created (callers
+  // then sleep on the condition variable).
+  int wake_fd() const { return wake_fd_.get(); }
+  // Makes wake_fd() readable if a caller is blocked (without waking anyone else).
+  void kick();
+  void drain_wake_fd();
 
  private:
   void notify();
   std::mutex mu_;
   std::condition_variable cv_;
+  net::Fd wake_fd_;  // eventfd
   std::atomic<int64_t> ready_{0};
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> waiters_{0};
+  std::atomic<int> waiters_{0};  // callers asleep on cv_
+  std::atomic<int> blocked_{0};  // callers in block(), woken through wake_fd_
   std::atomic<bool> stopped_{false};
+  bool yield_ = true;          // set by configure() before any wait
+  uint64_t spin_ns_ = 20'000;  // set by configure() before any wait
 };
 
 // Free lists of send requests and write records; every node ever allocated stays owned here. Not
@@ -145,6 +171,16 @@ class Engine {
     bool add;                         // add (true) or remove (false)
   };
 
+  // readers_mu_ for changing readers_: a caller blocked in block_on_sockets (holding it) lets go first.
+  class ReadersLock {
+   public:
+    explicit ReadersLock(Engine& engine);
+    ~ReadersLock();
+
+   private:
+    Engine& engine_;
+  };
+
   void mark_dirty(PeerState& peer);  // under post_mu_
   // Queues the unsent rest of one frame on `lane` and marks the peer dirty; under the lane's lock and post_mu_.
   SendReq* queue_rest(PeerState& peer, SendLane& lane, const FrameHeader& header, const std::byte* payload, size_t sent,
@@ -162,7 +198,16 @@ class Engine {
   void on_parked(Conn* c);
   void on_data(Conn* c, uint32_t events);
   bool read_conn(PeerState& peer, int index);
-  void read_inline();
+  // --- a caller waiting for activity, under readers_mu_ (tcp_reading.cc) ---
+  // Reads every reader's connections whose RecvLane is free; *mid_frame: one of them stopped inside a frame.
+  void read_inline(bool* mid_frame);
+  // Blocks in poll() on the readers' sockets and the activity's wake_fd until one is readable or `deadline_ns`,
+  // then reads what arrived. False when the caller should let go of readers_mu_ and sleep instead: a thread
+  // waits for readers_mu_, or a large frame is arriving (the progress thread reads it on, see tcp_reading.cc).
+  bool block_on_sockets(uint64_t deadline_ns, bool* mid_frame);
+  void set_read_interest(bool on);
+  // Progress thread: gives the sockets' input back to epoll once no caller waited for a while.
+  void resume_reads_if_idle();
   void attach(PeerState& peer, std::unique_ptr<Conn> c);
   void end_connection(PeerState& peer, Conn* c, const Status& status);
   void flush(PeerState& peer, int index);
@@ -174,7 +219,6 @@ class Engine {
   std::unique_ptr<Conn> take_unattached(Conn* c);
   void set_interest(Conn* c, bool out);
   void modify_interest(Conn* c, std::optional<bool> in, std::optional<bool> out);
-  void set_read_interest(bool on);
   Hello make_hello(int index) const;
   std::string check_hello(const Hello& hello) const;
 
@@ -205,9 +249,13 @@ class Engine {
   Fifo<SendReq> released_requests_;
   Fifo<WriteRecord> released_records_;
 
-  std::mutex interest_mu_;                           // epoll interest of the connections (after a RecvLane's mu)
-  std::mutex readers_mu_;                            // taken alone, or before a RecvLane's mu and post_mu_
+  std::mutex interest_mu_;  // epoll interest of the connections (after a RecvLane's mu)
+  std::mutex readers_mu_;   // taken alone, or before a RecvLane's mu and post_mu_; held by the reading caller
   std::vector<std::shared_ptr<PeerState>> readers_;  // guarded by readers_mu_; peers with an endpoint
+  std::vector<pollfd> pollfds_;                      // guarded by readers_mu_; block_on_sockets' poll set
+  std::atomic<int> readers_wanted_{0};               // threads about to lock readers_mu_ for add/remove: readers let go
+  std::atomic<bool> reads_quiet_{false};             // callers have turned EPOLLIN of the readers' sockets off
+  std::atomic<uint64_t> reader_left_ns_{0};          // when the last reading caller's wait ended (now_ns)
 
   std::mutex dead_mu_;
   std::vector<std::string> dead_;  // guarded by dead_mu_; why a peer's connection was lost, by rank

@@ -44,11 +44,12 @@ struct Side {
 
 // Sends the flood from `rank` to `peer` while receiving the peer's flood and checking its order. The receiver
 // either waits in wait_for_activity (it reads inline) or sleeps (the progress thread reads), at random.
-void flood(World& w, int rank, int peer, Side& me, std::vector<std::byte> peer_key, std::string* failure) {
+void flood(World& w, int rank, int peer, Side& me, std::vector<std::byte> peer_key, double seconds,
+           std::string* failure) {
   Endpoint& e = w.e(rank, peer);
   std::mt19937 rng(static_cast<uint32_t>(rank) + 11);
   int sent = 0, received = 0;
-  Deadline deadline = Deadline::after_seconds(60);
+  Deadline deadline = Deadline::after_seconds(seconds);
   while ((sent < kMessages || received < kMessages) && failure->empty()) {
     if (deadline.expired()) {
       *failure = "rank " + std::to_string(rank) + " timed out: sent " + std::to_string(sent) + ", received " +
@@ -88,15 +89,10 @@ void flood(World& w, int rank, int peer, Side& me, std::vector<std::byte> peer_k
   }
 }
 
-class TcpInlineRead : public ::testing::TestWithParam<int> {};
-
 // Both ranks flood each other while an extra thread per rank also waits for activity (a second inline reader
-// contending for the same sockets). Every message arrives once, in order, and every write's bytes land. With 1
-// connection the spinning caller reads alone; with 5 (more than the engine quiets) the progress thread keeps
-// reading alongside it. Default socket buffers: with 4 KiB ones, Linux stalls such a two-way flood for minutes
-// (zero-window probes backing off; seen with the transport before inline reads too).
-TEST_P(TcpInlineRead, FloodBothWaysWithCallersAndProgressThreadReading) {
-  auto w = make_world(2, GetParam());
+// contending for the same sockets). Every message arrives once, in order, and every write's bytes land.
+void flood_both_ways(int conns_per_peer, int64_t sockbuf, double seconds) {
+  auto w = make_world(2, conns_per_peer, sockbuf);
   ASSERT_TRUE(w);
   const size_t total = write_offset(kMessages);
   Side side[2];
@@ -111,7 +107,8 @@ TEST_P(TcpInlineRead, FloodBothWaysWithCallersAndProgressThreadReading) {
   std::vector<std::thread> threads;
   std::string failure[2];
   for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] { flood(*w, r, 1 - r, side[r], side[1 - r].dst_mr->remote_key(), &failure[r]); });
+    threads.emplace_back(
+        [&, r] { flood(*w, r, 1 - r, side[r], side[1 - r].dst_mr->remote_key(), seconds, &failure[r]); });
     threads.emplace_back([&, r] {
       while (!done) w->t(r).wait_for_activity(std::chrono::milliseconds(1));
     });
@@ -124,10 +121,20 @@ TEST_P(TcpInlineRead, FloodBothWaysWithCallersAndProgressThreadReading) {
   EXPECT_EQ(failure[0], "");
   EXPECT_EQ(failure[1], "");
   for (int r = 0; r < 2; ++r) {
-    ZW_ASSERT_OK(wait_writes_completed(w->t(r), w->e(r, 1 - r), Deadline::after_seconds(30)));
+    ZW_ASSERT_OK(wait_writes_completed(w->t(r), w->e(r, 1 - r), Deadline::after_seconds(seconds)));
     EXPECT_TRUE(side[r].dst == side[1 - r].src) << "rank " << r << " received misplaced bytes";
   }
 }
+
+class TcpInlineRead : public ::testing::TestWithParam<int> {};
+
+// With 1 connection the spinning caller reads alone; with 5 (more than the engine quiets) the progress thread
+// keeps reading alongside it. Default socket buffers.
+TEST_P(TcpInlineRead, FloodBothWaysWithCallersAndProgressThreadReading) { flood_both_ways(GetParam(), -1, 60); }
+
+// The same flood through 4 KiB socket buffers, where almost every frame leaves in pieces and both sides' send
+// queues stay full for the whole run: it must finish within seconds.
+TEST_P(TcpInlineRead, FloodBothWaysThroughTinySocketBuffers) { flood_both_ways(GetParam(), kTinySockbuf, 20); }
 
 INSTANTIATE_TEST_SUITE_P(ConnsPerPeer, TcpInlineRead, ::testing::Values(1, 5),
                          [](const auto& info) { return std::to_string(info.param) + "conns"; });
