@@ -100,6 +100,8 @@ for knob in knobs:
         cells = ", ".join(f"{v}: {g(med[v])} ({g(min(runs[(knob, transport, op, v, size)]))}-{g(max(runs[(knob, transport, op, v, size)]))})"
                           for v in med)
         d = defaults.get(knob)
+        if knob == "ZW_EAGER_BYTES" and d == "auto":  # resolved by transport (src/collectives/comm_impl.cc)
+            d = "64K" if transport == "tcp" else "16K"
         ratio = f"{med[d] / med[best]:.2f}" if d in med and med[best] > 0 else "—"
         print(f"| {knob} | {transport} | {op} | {name(size)} | {cells} | {best} | {ratio} |")
 PY

@@ -137,6 +137,9 @@ Result<CommSettings> resolve_settings(const CommConfig& config) {
     return Status(Code::kInvalidArgument, "ZW_SLOTS=" + std::to_string(s.slots) + " is outside 1..64");
   if (s.timeout_s <= 0) return Status(Code::kInvalidArgument, "the operation timeout (ZW_TIMEOUT) must be positive");
   int64_t eager = config.eager_bytes >= 0 ? config.eager_bytes : k.eager_bytes;
+  // ZW_EAGER_BYTES=auto: tcp pays a clear-to-send round trip through both kernels (64K is also Open MPI's tcp
+  // eager limit); shm keeps the 16K that bench/tune measured.
+  if (eager == kAutoBytes) eager = s.transport == "tcp" ? (64 << 10) : (16 << 10);
   if (eager > (64 << 10))
     return Status(Code::kInvalidArgument, "ZW_EAGER_BYTES=" + std::to_string(eager) + " is above the maximum of 64K");
   if (k.eager_slots < 1 || k.eager_slots > 64)

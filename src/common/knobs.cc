@@ -37,7 +37,7 @@ const Row kKnobTable[] = {
   {{"ZW_TREE_THRESHOLD", KnobType::kBytes, "64K", "with ZW_ALGO=auto, ops of fewer bytes than this use tree/log-latency algorithms", false}, &Knobs::tree_threshold},
   {{"ZW_CHUNK_BYTES", KnobType::kBytes, "1M", "pipeline chunk of the ring algorithms", false}, &Knobs::chunk_bytes},
   {{"ZW_SLOTS", KnobType::kInt, "4", "chunks in flight per peer (staging slots of reductions)", false}, &Knobs::slots},
-  {{"ZW_EAGER_BYTES", KnobType::kBytes, "16K", "transfers of at most this many bytes go straight into a pre-registered inbox of the receiver, without a clear-to-send round trip (0 disables; at most 64K)", false}, &Knobs::eager_bytes},
+  {{"ZW_EAGER_BYTES", KnobType::kBytes, "auto", "transfers of at most this many bytes go straight into a pre-registered inbox of the receiver, without a clear-to-send round trip (0 disables; at most 64K; auto = 64K over tcp, whose clear-to-send round trip costs more than copying from the inbox, and 16K over other transports, measured by bench/tune for shm)", false}, &Knobs::eager_bytes},
   {{"ZW_EAGER_SLOTS", KnobType::kInt, "8", "eager inbox slots per peer (1..64)", false}, &Knobs::eager_slots},
   {{"ZW_STORE_MAX_FRAME", KnobType::kBytes, "64M", "largest store request or value accepted, bytes", false}, &Knobs::store_max_frame},
   {{"ZW_TCP_CONNS_PER_PEER", KnobType::kInt, "1", "tcp sockets per peer; large writes are striped across them", false}, &Knobs::tcp_conns_per_peer},
@@ -79,12 +79,21 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
+// A byte knob whose default is "auto" holds kAutoBytes until its user resolves it.
+bool is_auto(const Row& row, const std::string& text) {
+  return row.info.type == KnobType::kBytes && text == "auto" && std::strcmp(row.info.default_value, "auto") == 0;
+}
+
 bool assign(Knobs* k, const Row& row, const std::string& text) {
   if (auto* s = std::get_if<std::string Knobs::*>(&row.field)) {
     k->*(*s) = text;
     return true;
   }
   if (auto* i = std::get_if<int64_t Knobs::*>(&row.field)) {
+    if (is_auto(row, text)) {
+      k->*(*i) = kAutoBytes;
+      return true;
+    }
     if (row.info.type == KnobType::kBytes) return parse_bytes(text, &(k->*(*i)));
     char* end = nullptr;
     long long v = std::strtoll(text.c_str(), &end, 10);
@@ -148,7 +157,8 @@ std::string knob_value_string(const Knobs& k, const KnobInfo& info) {
     if (std::strcmp(row.info.name, info.name) != 0) continue;
     std::string value;
     if (auto* s = std::get_if<std::string Knobs::*>(&row.field)) value = k.*(*s);
-    else if (auto* i = std::get_if<int64_t Knobs::*>(&row.field)) value = std::to_string(k.*(*i));
+    else if (auto* i = std::get_if<int64_t Knobs::*>(&row.field))
+      value = k.*(*i) == kAutoBytes && is_auto(row, "auto") ? "auto" : std::to_string(k.*(*i));
     else {
       char buf[64];
       std::snprintf(buf, sizeof buf, "%g", k.*std::get<double Knobs::*>(row.field));

@@ -28,7 +28,7 @@ struct Knobs {
   int64_t tree_threshold;      // ZW_TREE_THRESHOLD: ops below this many bytes use tree algorithms
   int64_t chunk_bytes;         // ZW_CHUNK_BYTES: pipeline chunk size of ring algorithms
   int64_t slots;               // ZW_SLOTS: chunks in flight per peer
-  int64_t eager_bytes;         // ZW_EAGER_BYTES: transfers up to this size skip the clear-to-send round trip
+  int64_t eager_bytes;         // ZW_EAGER_BYTES: transfers up to this size skip the clear-to-send round trip (kAutoBytes: by transport)
   int64_t eager_slots;         // ZW_EAGER_SLOTS: inbox slots per peer for eager transfers
   int64_t store_max_frame;     // ZW_STORE_MAX_FRAME: largest store frame accepted, bytes
   int64_t tcp_conns_per_peer;  // ZW_TCP_CONNS_PER_PEER: sockets per peer pair, writes striped across them
@@ -58,6 +58,9 @@ struct Knobs {
 };
 
 enum class KnobType { kString, kInt, kBytes, kDouble };
+
+// Value of a byte knob left at its "auto" default: the code that reads it picks the value (e.g. by transport).
+inline constexpr int64_t kAutoBytes = -1;
 
 struct KnobInfo {
   const char* name;         // environment variable

@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/comm_impl.h"
+#include "common/knobs.h"
 #include "tests/collectives/harness.h"
 
 namespace zw::test {
@@ -90,6 +92,25 @@ TEST_P(TcpEagerCredits, BroadcastRootRunsAheadOfSlowReceivers) {
         ASSERT_EQ(buf[i][k], value(0, i, k)) << "rank " << r << " op " << i << " element " << k;
     }
   });
+}
+
+// ZW_EAGER_BYTES left at auto: 64K over tcp, 16K over shm; a value in the config wins for both.
+TEST(TcpEagerDefault, AutoIs64KOverTcpAnd16KOverShm) {
+  if (knobs().eager_bytes != kAutoBytes) GTEST_SKIP() << "ZW_EAGER_BYTES is set in the environment";
+  CommConfig c;
+  c.transport = "tcp";
+  auto tcp = internal::resolve_settings(c);
+  ASSERT_TRUE(tcp.ok()) << tcp.status().to_string();
+  EXPECT_EQ(tcp.value().eager.bytes, size_t{64} << 10);
+  c.transport = "shm";
+  auto shm = internal::resolve_settings(c);
+  ASSERT_TRUE(shm.ok()) << shm.status().to_string();
+  EXPECT_EQ(shm.value().eager.bytes, size_t{16} << 10);
+  c.transport = "tcp";
+  c.eager_bytes = 4096;
+  auto set = internal::resolve_settings(c);
+  ASSERT_TRUE(set.ok()) << set.status().to_string();
+  EXPECT_EQ(set.value().eager.bytes, size_t{4096});
 }
 
 INSTANTIATE_TEST_SUITE_P(World, TcpEagerCredits, ::testing::Values(2, 3),
