@@ -17,6 +17,21 @@ constexpr int kHopLimit = 64;     // GRH hop limit for RoCE
 
 }  // namespace
 
+void ConnLock::lock_slow() {
+  for (int tries = 0;; ++tries) {
+    if (try_lock()) return;
+    if (tries < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    } else if (tries < 1024) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+}
+
 VerbsConnection::VerbsConnection(std::shared_ptr<VerbsDevice> device, int rank, int peer, uint32_t psn,
                                  volatile uint64_t* ctl, std::byte* ring, const VerbsConfig& config,
                                  std::shared_ptr<const VerbsRegCache> registry)
@@ -65,7 +80,7 @@ Status VerbsConnection::create_queues() {
   send_mr_ = ibv_reg_mr(device_->pd(), send_buf_.data(), send_buf_.size(), IBV_ACCESS_LOCAL_WRITE);
   if (send_mr_ == nullptr) return system_error("ibv_reg_mr of the send staging ring " + what, errno);
   ZW_TRY(modify_to_init());
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ConnLock> lock(mu_);
   return post_recvs(kRecvDepth);
 }
 
@@ -99,7 +114,7 @@ Status VerbsConnection::post_recvs(uint64_t count) {
 }
 
 Status VerbsConnection::connect(const VerbsAddress& peer, uint32_t dest_qpn, const CreditTarget& credit) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ConnLock> lock(mu_);
   peer_host_ = "host " + peer.host + ", " + peer.device;
   if (peer.ethernet != device_->ethernet())
     return Status(Code::kConnectionFailed, "rank " + std::to_string(peer_) + " uses " +
@@ -149,7 +164,7 @@ Status VerbsConnection::connect(const VerbsAddress& peer, uint32_t dest_qpn, con
 
 Status VerbsConnection::connect_cm(ibv_qp_attr rtr, int rtr_mask, ibv_qp_attr rts, int rts_mask,
                                    const CreditTarget& credit, const std::string& peer_host) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ConnLock> lock(mu_);
   peer_host_ = peer_host;
   if (rtr.ah_attr.is_global && config_.traffic_class != 0)
     rtr.ah_attr.grh.traffic_class = static_cast<uint8_t>(config_.traffic_class);
@@ -179,14 +194,14 @@ Status VerbsConnection::wait_connected(Deadline deadline) {
   while (!connected_.load(std::memory_order_acquire)) {  // rdma_cm: the CM thread connects the QP
     ZW_TRY(error());
     if (deadline.expired()) {
-      std::lock_guard<std::mutex> lock(mu_);  // peer_host_ is written by the CM thread
+      std::lock_guard<ConnLock> lock(mu_);  // peer_host_ is written by the CM thread
       return Status(Code::kTimeout, "timed out waiting for the rdma_cm connection with " + peer_desc() +
                                         " to be established: is that rank running and did it call connect() for "
                                         "rank " + std::to_string(rank_) + "? (ZW_DEBUG=INFO shows the CM events)");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<ConnLock> lock(mu_);
   ZW_TRY(error());
   if (!hello_sent_) ZW_TRY(send_hello_locked());
   while (!hello_acked_) {
@@ -212,7 +227,7 @@ Status VerbsConnection::send_hello_locked() {
 }
 
 void VerbsConnection::close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ConnLock> lock(mu_);
   closed_ = true;
   inbox_.clear();
   inbox_size_.store(0, std::memory_order_release);

@@ -46,9 +46,10 @@ Status VerbsConnection::post_message(MsgType type, uint64_t notify, std::span<co
   if ((flags & kAfterData) || __atomic_load_n(&ctl_[kSleepWord], __ATOMIC_SEQ_CST) != 0) flags |= kImm;
   WireHeader header{type, flags, static_cast<uint16_t>(body), static_cast<uint32_t>(seq), notify};
   std::memcpy(slot, &header, kHeaderBytes);
-  if (!prefix.empty()) std::memcpy(slot + kHeaderBytes, prefix.data(), prefix.size());
-  if (!payload.empty()) std::memcpy(slot + kHeaderBytes + prefix.size(), payload.data(), payload.size());
-  if (padded > body) std::memset(slot + kHeaderBytes + body, 0, padded - body);
+  // The padding is zero: the last word of the body is cleared before the bytes are copied over it.
+  if (padded > body) std::memset(slot + kHeaderBytes + padded - 8, 0, 8);
+  if (!prefix.empty()) copy_small(slot + kHeaderBytes, prefix.data(), prefix.size());
+  if (!payload.empty()) copy_small(slot + kHeaderBytes + prefix.size(), payload.data(), payload.size());
   const uint64_t check = ring_check(slot, kHeaderBytes + padded, seq);
   std::memcpy(slot + kHeaderBytes + padded, &check, kCheckBytes);
   ibv_sge sge{};
@@ -74,7 +75,7 @@ Status VerbsConnection::post_message(MsgType type, uint64_t notify, std::span<co
 
 Status VerbsConnection::post_write(const VerbsMemoryRegion& local, size_t local_offset, const VerbsRemoteKey& key,
                                    size_t remote_offset, size_t bytes, uint64_t notify, bool part) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ConnLock> lock(mu_);
   ZW_TRY(error());
   if (!hello_sent_) ZW_TRY(send_hello_locked());
   // No write pending: a write whose bytes travel in the message is complete once posted. (Both counters
@@ -121,7 +122,7 @@ Status VerbsConnection::post_write(const VerbsMemoryRegion& local, size_t local_
 }
 
 Status VerbsConnection::post_control(std::span<const std::byte> payload) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ConnLock> lock(mu_);
   ZW_TRY(error());
   if (!hello_sent_) ZW_TRY(send_hello_locked());
   return post_message(kControl, 0, payload, 0);
@@ -233,7 +234,7 @@ Status VerbsConnection::write_peer_word(size_t word, uint64_t value) {
 }
 
 void VerbsConnection::arm() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ConnLock> lock(mu_);
   ibv_req_notify_cq(cq_, 0);
 }
 

@@ -27,18 +27,14 @@ uint64_t load_acquire(const std::byte* p) {
   return __atomic_load_n(reinterpret_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE);
 }
 
-}  // namespace
-
-uint64_t ring_check(const std::byte* data, size_t bytes, uint64_t seq) {
-  uint64_t h = (seq + 1) * 0x9e3779b97f4a7c15ull;
-  for (size_t at = 0; at < bytes; at += 8) {
-    uint64_t w;
-    std::memcpy(&w, data + at, 8);
-    h = (h ^ w) * 0xff51afd7ed558ccdull;
-    h ^= h >> 29;
-  }
-  return h | 1;
+// Frees a consumed slot (`used` bytes of header and body, then the check word) with word stores, not a memset
+// call (the compiler would turn a plain loop back into one).
+void zero_slot(std::byte* slot, size_t used) {
+  for (size_t at = 0; at < used + kCheckBytes; at += 8)
+    __atomic_store_n(reinterpret_cast<uint64_t*>(slot + at), 0, __ATOMIC_RELAXED);
 }
+
+}  // namespace
 
 Status VerbsConnection::malformed(const std::string& why) {
   return fail(Status(Code::kProtocolError, "malformed verbs message from " + peer_desc() + ": " + why +
@@ -65,7 +61,7 @@ Result<bool> VerbsConnection::take_slot(Message* out, bool* part) {
     }
     bool deliver = false;
     Status st = deliver_slot(header, slot + kHeaderBytes, out, part, &deliver);
-    std::memset(slot, 0, used + kCheckBytes);
+    zero_slot(slot, used);
     ++consumed_;
     next_seq_.store(consumed_ + 1, std::memory_order_release);
     if (header.flags & kImm) ++imm_consumed_;
@@ -77,6 +73,36 @@ Result<bool> VerbsConnection::take_slot(Message* out, bool* part) {
     }
     if (deliver) return true;
   }
+}
+
+bool VerbsConnection::take_common(Message* out) {
+  // Only a message that needs nothing but the copy: no immediate (a receive to account for), not kAfterData (a
+  // completion to wait for), and no CQ poll or credit return due after it; a sleeping or busy-counting receiver
+  // (sleep_flag_) takes the general path.
+  if (sleep_flag_ || closed_ || !inline_target_seen_ || since_reap_ + 1 >= kReapEvery ||
+      consumed_ + 1 - advertised_ >= static_cast<uint64_t>(kCreditBatch) || !registry_)
+    return false;
+  std::byte* slot = ring_ + (consumed_ % kRecvDepth) * kRingSlotBytes;
+  const uint64_t seq = consumed_ + 1;
+  (void)load_acquire(slot);  // orders the reads below after it (the NIC writes the slot)
+  WireHeader header;
+  std::memcpy(&header, slot, kHeaderBytes);
+  if (header.seq32 != static_cast<uint32_t>(seq) || header.type != kInline || header.flags != kSameTarget ||
+      header.size > Message::kMaxControl)
+    return false;
+  const size_t used = kHeaderBytes + ring_padded(header.size);
+  if (load_acquire(slot + used) != ring_check(slot, used, seq)) return false;  // not all of it landed yet
+  // A target outside every live registration is left to take_slot(), which fails the connection.
+  if (!registry_->copy_in(inline_rkey_seen_, inline_address_seen_, slot + kHeaderBytes, header.size, &inline_hint_))
+    return false;
+  zero_slot(slot, used);
+  ++consumed_;
+  next_seq_.store(consumed_ + 1, std::memory_order_release);
+  ++since_reap_;
+  out->kind = MessageKind::kNotify;
+  out->size = 0;
+  out->notify = header.notify;
+  return true;
 }
 
 Status VerbsConnection::deliver_slot(const WireHeader& header, const std::byte* body, Message* out, bool* part,
@@ -151,12 +177,17 @@ Result<bool> VerbsConnection::poll(Message* out, bool* part) {
   if (nothing_arrived()) {
     ++empty_polls_;
   } else {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ConnLock> lock(mu_);
     if (!inbox_.empty()) {
       *out = inbox_.front().msg;
       *part = inbox_.front().part;
       inbox_.pop_front();
       inbox_size_.store(inbox_.size(), std::memory_order_release);
+      empty_polls_ = 0;
+      return true;
+    }
+    if (inbox_.empty() && take_common(out)) {  // the common message, without the general path's layers
+      *part = false;
       empty_polls_ = 0;
       return true;
     }
@@ -210,7 +241,7 @@ bool VerbsConnection::nothing_arrived() const {
 }
 
 void VerbsConnection::begin_sleep() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ConnLock> lock(mu_);
   if (sleep_confirmed_ || read_wr_ != 0 || closed_ || failed_.load(std::memory_order_acquire)) return;
   if (kSendDepth - (sq_posted_ - sq_done_) < 2) return;  // no room for the flag and the READ: finish_sleep() retries
   if (!sleep_flag_) {
@@ -231,7 +262,7 @@ void VerbsConnection::begin_sleep() {
 }
 
 bool VerbsConnection::finish_sleep(Deadline deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<ConnLock> lock(mu_);
   busy_messages_ = 0;
   while (!sleep_confirmed_) {
     if (left_.load(std::memory_order_acquire)) return true;  // it said goodbye: nothing more will come
@@ -252,7 +283,7 @@ bool VerbsConnection::finish_sleep(Deadline deadline) {
 }
 
 bool VerbsConnection::progress_and_check() {
-  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  std::unique_lock<ConnLock> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) return false;  // the endpoint thread is busy with it
   Status st = progress_locked();
   if (st.ok()) (void)drain_ring();  // a failure is the sticky error, reported below

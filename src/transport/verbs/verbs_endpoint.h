@@ -59,7 +59,8 @@ class VerbsEndpoint final : public Endpoint {
   std::vector<std::deque<uint64_t>> parts_;              // by QP: notify values of parts not yet matched
   uint64_t posted_ = 0;                                  // writes posted on this endpoint
   mutable uint64_t completed_ = 0;                       // writes known complete locally
-  // Per pending write, oldest first, conns_.size() entries: each QP's writes_posted after it (0: not used).
+  // Per pending write of a multi-QP endpoint (one QP completes in order: its own count says it), oldest first,
+  // conns_.size() entries: each QP's writes_posted after it (0: not used).
   // Flat, so that a write allocates nothing.
   mutable std::deque<uint64_t> targets_;
 };

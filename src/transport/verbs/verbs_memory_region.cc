@@ -9,11 +9,11 @@
 #include "common/log.h"
 
 namespace zw::transport::verbs {
-namespace {
+namespace detail {
 
-std::atomic<uint64_t> g_destroyed{0};             // registrations_destroyed()
+std::atomic<uint64_t> g_registrations_destroyed{0};  // registrations_destroyed()
 
-}  // namespace
+}  // namespace detail
 
 std::vector<std::byte> VerbsRemoteKey::serialize() const {
   std::vector<std::byte> out(kBytes);
@@ -37,10 +37,8 @@ VerbsRegistration::VerbsRegistration(std::shared_ptr<VerbsDevice> device_in, ibv
                                      size_t bytes_in)
     : device(std::move(device_in)), mr(mr_in), start(start_in), bytes(bytes_in) {}
 
-uint64_t registrations_destroyed() { return g_destroyed.load(std::memory_order_acquire); }
-
 VerbsRegistration::~VerbsRegistration() {
-  g_destroyed.fetch_add(1, std::memory_order_acq_rel);
+  detail::g_registrations_destroyed.fetch_add(1, std::memory_order_acq_rel);
   if (mr && ibv_dereg_mr(mr) != 0) ZW_WARN(kVerbs, "ibv_dereg_mr: %s", std::strerror(errno));
 }
 

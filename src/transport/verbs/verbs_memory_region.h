@@ -10,6 +10,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -50,6 +51,20 @@ struct VerbsRemoteKey {
   }
 };
 
+// memcpy for the few bytes of a small write or message: 8..16 bytes as two (overlapping) 8-byte moves, no library
+// call (under emulation, as on the Soft-RoCE guest, every call and return costs a lookup); others by memcpy.
+inline void copy_small(void* dst, const void* src, size_t n) {
+  if (n >= 8 && n <= 16) {
+    uint64_t a, b;
+    std::memcpy(&a, src, 8);
+    std::memcpy(&b, static_cast<const std::byte*>(src) + n - 8, 8);
+    std::memcpy(dst, &a, 8);
+    std::memcpy(static_cast<std::byte*>(dst) + n - 8, &b, 8);
+  } else {
+    std::memcpy(dst, src, n);
+  }
+}
+
 // One ibv_mr over [start, start + bytes) with the page frames pinned at registration (for the cache's check).
 struct VerbsRegistration {
   VerbsRegistration(std::shared_ptr<VerbsDevice> device, ibv_mr* mr, uintptr_t start, size_t bytes);
@@ -66,7 +81,11 @@ struct VerbsRegistration {
 
 // How many VerbsRegistrations were destroyed so far in this process (incremented, release, before the MR is
 // deregistered): a range validated while this count was c is still registered while the count is still c.
-uint64_t registrations_destroyed();
+// Inline: the receive path of every small write reads it.
+namespace detail {
+extern std::atomic<uint64_t> g_registrations_destroyed;
+}  // namespace detail
+inline uint64_t registrations_destroyed() { return detail::g_registrations_destroyed.load(std::memory_order_acquire); }
 
 // Answers whether a registration still describes the memory at its addresses (the cache's check).
 class RegistrationValidator {

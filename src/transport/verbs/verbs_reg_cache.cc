@@ -156,18 +156,11 @@ void VerbsRegCache::evict_locked() {
   }
 }
 
-bool VerbsRegCache::copy_in(uint32_t rkey, uint64_t address, const void* src, size_t bytes, LiveHint* hint) const {
+bool VerbsRegCache::copy_in_slow(uint32_t rkey, uint64_t address, const void* src, size_t bytes, LiveHint* hint,
+                                 uint64_t destroyed) const {
   auto inside = [&](uintptr_t start, size_t len) {
     return address >= start && bytes <= len && address - start <= len - bytes;
   };
-  // The count is read before the lookup: a registration destroyed after it changes it, one destroyed before
-  // it is not found below (its weak_ptr expired before its destructor ran).
-  const uint64_t destroyed = registrations_destroyed();
-  if (hint && hint->bytes != 0 && hint->rkey == rkey && hint->destroyed == destroyed &&
-      inside(hint->start, hint->bytes)) {
-    std::memcpy(reinterpret_cast<void*>(address), src, bytes);
-    return true;
-  }
   std::lock_guard<std::mutex> lock(live_mu_);
   auto it = live_.find(rkey);
   if (it == live_.end()) return false;

@@ -76,7 +76,18 @@ class VerbsRegCache final : public RegistrationValidator, public std::enable_sha
   // Copies `bytes` to `address` when [address, address + bytes) lies inside a live host registration with
   // `rkey` made by this cache (the receiving side of small writes carried inline); false otherwise. `hint`
   // (may be null) is checked first and updated.
-  bool copy_in(uint32_t rkey, uint64_t address, const void* src, size_t bytes, LiveHint* hint = nullptr) const;
+  // Inline while the hint holds (the receive path of every small write); copy_in_slow() looks the rkey up.
+  bool copy_in(uint32_t rkey, uint64_t address, const void* src, size_t bytes, LiveHint* hint = nullptr) const {
+    // The count is read before the lookup: a registration destroyed after it changes it, one destroyed before
+    // it is not found by copy_in_slow() (its weak_ptr expired before its destructor ran).
+    const uint64_t destroyed = registrations_destroyed();
+    if (hint && hint->bytes != 0 && hint->rkey == rkey && hint->destroyed == destroyed && address >= hint->start &&
+        bytes <= hint->bytes && address - hint->start <= hint->bytes - bytes) {
+      copy_small(reinterpret_cast<void*>(address), src, bytes);
+      return true;
+    }
+    return copy_in_slow(rkey, address, src, bytes, hint, destroyed);
+  }
   Stats stats() const;
   MappingCheck check() const { return check_; }
 
@@ -84,6 +95,8 @@ class VerbsRegCache final : public RegistrationValidator, public std::enable_sha
   VerbsRegCache(std::shared_ptr<VerbsDevice> device, const RegCacheConfig& config, MappingCheck check)
       : device_(std::move(device)), config_(config), check_(check) {}
   void evict_locked();
+  bool copy_in_slow(uint32_t rkey, uint64_t address, const void* src, size_t bytes, LiveHint* hint,
+                    uint64_t destroyed) const;
 
   const std::shared_ptr<VerbsDevice> device_;          // where registrations are made
   const RegCacheConfig config_;                        // budgets

@@ -142,6 +142,34 @@ TEST_F(RegCacheTest, EvictedRegistrationStaysUsableByItsHandle) {
   EXPECT_TRUE((*ha)->still_valid());
 }
 
+// The receive path's one-entry hint (copy_in with a LiveHint): it lets small writes into a registration skip the
+// lookup only while no registration was destroyed since it was taken. Once the registration behind it is gone, a
+// write with its rkey must be refused, not copied through the stale hint (the buffer itself is kept alive here, so
+// a wrong copy shows up as changed bytes instead of a use after free).
+TEST_F(RegCacheTest, WriteHintDiesWithItsRegistration) {
+  auto cache = make(MappingCheck::kTrust, 1, size_t{1} << 30);
+  ASSERT_NE(cache, nullptr);
+  std::vector<std::byte> a(kPage, std::byte{0}), b(kPage);
+  auto ha = cache->register_memory(MemRef::host(a.data(), a.size()));
+  ZW_ASSERT_OK(ha);
+  auto key = verbs::VerbsRemoteKey::parse((*ha)->remote_key());
+  ZW_ASSERT_OK(key);
+  const uint64_t one = 0x1111111111111111ull, two = 0x2222222222222222ull;
+  VerbsRegCache::LiveHint hint;
+  ASSERT_TRUE(cache->copy_in(key->rkey, key->address + 64, &one, 8, &hint));  // looked up; the hint is taken
+  EXPECT_NE(hint.bytes, 0u);
+  ASSERT_TRUE(cache->copy_in(key->rkey, key->address + 128, &one, 8, &hint));  // through the hint
+  EXPECT_EQ(std::memcmp(a.data() + 128, &one, 8), 0);
+  EXPECT_FALSE(cache->copy_in(key->rkey, key->address + a.size() - 4, &one, 8, &hint));  // past the end
+  // Evict it from the cache (one entry) and drop the last handle: the registration is destroyed.
+  ZW_ASSERT_OK(cache->register_memory(MemRef::host(b.data(), b.size())));
+  (*ha).reset();
+  EXPECT_FALSE(cache->copy_in(key->rkey, key->address + 192, &two, 8, &hint));
+  EXPECT_FALSE(cache->copy_in(key->rkey, key->address + 192, &two, 8, nullptr));
+  const std::vector<std::byte> zeros(8, std::byte{0});
+  EXPECT_EQ(std::memcmp(a.data() + 192, zeros.data(), 8), 0) << "a write landed through a dead registration";
+}
+
 TEST_F(RegCacheTest, FreedAndReallocatedBufferIsRegisteredAgain) {
   if (!verbs::page_frames_readable()) GTEST_SKIP() << "page frame numbers are not readable (no CAP_SYS_ADMIN)";
   auto cache = make(MappingCheck::kPagemap, 8, size_t{1} << 30);

@@ -1,11 +1,17 @@
 // Pure-logic tests of the verbs backend, runnable without RDMA hardware: the ZW_IB_HCA filter, GID selection
-// on fake GID tables, the address and remote-key formats, and GPUDirect detection without a CUDA driver.
+// on fake GID tables, the address and remote-key formats, GPUDirect detection without a CUDA driver, the
+// connection lock and the small-copy helper.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "transport/verbs/verbs_address.h"
 #include "transport/verbs/verbs_connection.h"
@@ -284,6 +290,50 @@ TEST(VerbsRingCheckTest, ArrayLayout) {
     EXPECT_EQ(t.ring_addr, base + ring_array_offset(world, qps) + slot * kRingBytes);
     EXPECT_LE(t.ring_addr + kRingBytes, base + credit_array_bytes(world, qps));
     EXPECT_EQ(t.ring_addr % 16, 0u);
+  }
+}
+
+// The connection lock (verbs_connection.h) excludes: threads mixing lock() and try_lock() never lose an
+// increment of a plain counter, also while one holder naps with it (the waiters' yield and nap phases).
+TEST(VerbsConnLockTest, MutualExclusionWithTryLockAndLongHolders) {
+  ConnLock lock;
+  uint64_t counter = 0;  // plain: only the lock orders the increments
+  constexpr int kThreads = 4, kRounds = 20000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRounds; ++i) {
+        if (t % 2 == 1 && lock.try_lock()) {
+          ++counter;
+          lock.unlock();
+          continue;
+        }
+        std::lock_guard<ConnLock> guard(lock);
+        const uint64_t seen = counter;
+        // A window in which an unexcluded thread would overwrite another's increment.
+        for (int k = 0; k < 16; ++k) std::atomic_signal_fence(std::memory_order_seq_cst);
+        if (t == 0 && i % 2000 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
+        counter = seen + 1;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(counter, static_cast<uint64_t>(kThreads) * kRounds);
+  EXPECT_TRUE(lock.try_lock());
+  EXPECT_FALSE(lock.try_lock());
+  lock.unlock();
+}
+
+// copy_small (verbs_memory_region.h) copies exactly n bytes for every size the inline path uses.
+TEST(VerbsCopySmallTest, CopiesExactlyNBytes) {
+  for (size_t n = 0; n <= 40; ++n) {
+    std::vector<std::byte> src(48), dst(48, std::byte{0xee});
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i + 1);
+    copy_small(dst.data() + 3, src.data() + 5, n);
+    for (size_t i = 0; i < dst.size(); ++i) {
+      const std::byte want = i >= 3 && i < 3 + n ? src[i - 3 + 5] : std::byte{0xee};
+      ASSERT_EQ(dst[i], want) << "n " << n << " byte " << i;
+    }
   }
 }
 
