@@ -4,16 +4,17 @@
 # A B A B, and prints a table of medians with the ratios zerowire/perftest (goals: bandwidth >= 0.9,
 # latency <= 1.1).
 #
-# Usage: bench/softroce/run.sh [--build DIR] [--runs N] [--same-cpu] [--record]
+# Usage: bench/softroce/run.sh [--build DIR] [--runs N] [--lat-size BYTES] [--same-cpu] [--record]
 #   --build DIR  build tree with zwrun, zw_write_bw, zw_write_lat (default: build)
 #   --runs N     runs of each tool and test (default 5; the median is reported)
+#   --lat-size B latency message size (default 8; the issue's second point is 65536, run with 200 round trips)
 #   --same-cpu   both sides of each tool on vCPU 0 (default: sender on vCPU 0, receiver on vCPU 1)
 #   --record     append the table, with the date, to docs/PERF.md
-# Sizes: bandwidth at 64 KiB, latency at 8 bytes; perftest's ib_send_lat runs too, as a two-sided reference.
+# Sizes: bandwidth at 64 KiB, latency at 8 bytes (or --lat-size); perftest's ib_send_lat runs too, as a two-sided reference.
 # Needs perftest on the host (installed with apt-get when missing and running as root): its binaries are copied
 # into the VM. The medians and the best run of each are printed (the best is the least disturbed by other load).
 # Non-goals: absolute numbers (TCG emulation makes them meaningless; only the ratios on the same device and boot
-# say something), other sizes, two VMs.
+# say something), a size sweep, two VMs.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -27,14 +28,18 @@ while [ $# -gt 0 ]; do
   case $1 in
     --build) BUILD=$(cd "${2:?--build needs a directory}" && pwd) && shift ;;
     --runs) RUNS=${2:?--runs needs a number} && shift ;;
+    --lat-size) LAT_SIZE=${2:?--lat-size needs a byte count} && shift ;;
     --record) RECORD=1 ;;
     --same-cpu) CPU1=0 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --runs wants a positive number, got $RUNS" >&2; exit 2; }
+[[ $LAT_SIZE =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --lat-size wants a positive byte count, got $LAT_SIZE" >&2; exit 2; }
+[ "$LAT_SIZE" -le 65536 ] || LAT_ITERS=100
+[ "$LAT_SIZE" -le 4096 ] || [ "$LAT_SIZE" -gt 65536 ] || LAT_ITERS=200
 
 for b in tools/zwrun bench/zw_write_bw bench/zw_write_lat; do
   [ -x "$BUILD/$b" ] || { echo "run.sh: $BUILD/$b is missing; build zwrun zw_write_bw zw_write_lat first" >&2; exit 2; }
