@@ -80,8 +80,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }
 
 // A byte knob whose default is "auto" holds kAutoBytes until its user resolves it.
-bool is_auto(const Row& row, const std::string& text) {
-  return row.info.type == KnobType::kBytes && text == "auto" && std::strcmp(row.info.default_value, "auto") == 0;
+bool defaults_to_auto(const Row& row) {
+  return row.info.type == KnobType::kBytes && std::strcmp(row.info.default_value, "auto") == 0;
 }
 
 bool assign(Knobs* k, const Row& row, const std::string& text) {
@@ -90,7 +90,7 @@ bool assign(Knobs* k, const Row& row, const std::string& text) {
     return true;
   }
   if (auto* i = std::get_if<int64_t Knobs::*>(&row.field)) {
-    if (is_auto(row, text)) {
+    if (text == "auto" && defaults_to_auto(row)) {
       k->*(*i) = kAutoBytes;
       return true;
     }
@@ -158,7 +158,7 @@ std::string knob_value_string(const Knobs& k, const KnobInfo& info) {
     std::string value;
     if (auto* s = std::get_if<std::string Knobs::*>(&row.field)) value = k.*(*s);
     else if (auto* i = std::get_if<int64_t Knobs::*>(&row.field))
-      value = k.*(*i) == kAutoBytes && is_auto(row, "auto") ? "auto" : std::to_string(k.*(*i));
+      value = k.*(*i) == kAutoBytes && defaults_to_auto(row) ? "auto" : std::to_string(k.*(*i));
     else {
       char buf[64];
       std::snprintf(buf, sizeof buf, "%g", k.*std::get<double Knobs::*>(row.field));

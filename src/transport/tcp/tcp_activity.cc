@@ -89,24 +89,19 @@ void Activity::wait(std::chrono::microseconds timeout, const std::function<void(
     else
       cpu_relax();
   }
-  if (got || ready() || timeout_ns == 0) {
-    if (after_spin) after_spin();
-    return;
-  }
-  if (block && wake_fd_.valid()) {
+  bool done = got || ready() || timeout_ns == 0;
+  if (!done && block && wake_fd_.valid()) {
     blocked_.fetch_add(1);
     t_blocked_in = this;
-    bool blocking = true;
+    bool blocking = true;  // false: block() asks to sleep on the condition variable for the rest of the wait
     for (uint64_t now = now_ns(); blocking && !ready() && now - start < timeout_ns; now = now_ns())
       blocking = block(start + timeout_ns);
     t_blocked_in = nullptr;
     blocked_.fetch_sub(1);
-    if (blocking || ready()) {
-      if (after_spin) after_spin();
-      return;
-    }
+    done = blocking || ready();
   }
   if (after_spin) after_spin();
+  if (done) return;
   std::unique_lock<std::mutex> lock(mu_);
   waiters_.fetch_add(1);
   cv_.wait_for(lock, std::chrono::nanoseconds(timeout_ns - std::min(timeout_ns, now_ns() - start)), ready);

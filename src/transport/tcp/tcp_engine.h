@@ -206,6 +206,8 @@ class Engine {
   // waits for readers_mu_, or a large frame is arriving (the progress thread reads it on, see tcp_reading.cc).
   bool block_on_sockets(uint64_t deadline_ns, bool* mid_frame);
   void set_read_interest(bool on);
+  // Whether a reader's connection is inside a large frame or being read by another thread (PeerState::streaming).
+  bool any_streaming() const;
   // Progress thread: gives the sockets' input back to epoll once no caller waited for a while.
   void resume_reads_if_idle();
   void attach(PeerState& peer, std::unique_ptr<Conn> c);

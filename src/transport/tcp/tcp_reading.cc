@@ -45,9 +45,7 @@ void Engine::wait_for_activity(std::chrono::microseconds timeout) {
   if (!readers.owns_lock()) return activity_.wait(timeout);
   size_t conns = 0;
   for (const auto& p : readers_) conns += static_cast<size_t>(p->nconns());
-  bool streaming = false;
-  for (const auto& p : readers_) streaming = streaming || p->streaming();
-  const bool quiet = conns <= kMaxQuietConns && !streaming;
+  const bool quiet = conns <= kMaxQuietConns && !any_streaming();
   if (quiet) {
     set_read_interest(false);
     if (!reads_quiet_.exchange(true)) wake();  // it now checks every kQuietCheckMs whether to take the input back
@@ -68,6 +66,13 @@ void Engine::wait_for_activity(std::chrono::microseconds timeout) {
   activity_.wait(
       timeout, [&] { read_inline(&mid_frame); }, after,
       quiet ? std::function<bool(uint64_t)>(block) : std::function<bool(uint64_t)>());
+}
+
+// Under readers_mu_.
+bool Engine::any_streaming() const {
+  for (const auto& p : readers_)
+    if (p->streaming()) return true;
+  return false;
 }
 
 // Under readers_mu_: turns EPOLLIN of every connection of the readers off or back on (no system call for a
@@ -99,11 +104,7 @@ void Engine::read_inline(bool* mid_frame) {
 // file); that is harmless, since the progress thread signals whatever it does through the activity.
 bool Engine::block_on_sockets(uint64_t deadline_ns, bool* mid_frame) {
   if (readers_wanted_.load() > 0) return false;
-  if (*mid_frame) {
-    bool streaming = false;
-    for (const auto& p : readers_) streaming = streaming || p->streaming();
-    if (streaming) return false;
-  }
+  if (*mid_frame && any_streaming()) return false;
   pollfds_.clear();
   for (const auto& p : readers_)
     if (!p->failed()) p->add_poll_fds(&pollfds_);

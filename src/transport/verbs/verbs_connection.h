@@ -263,6 +263,12 @@ class VerbsConnection {
   Status progress_locked();
   Status handle_completion(const ibv_wc& wc);
   Status completion_error(const ibv_wc& wc) const;
+  // The slot of the next ring message and its header once all of it landed (sequence and check word), else null;
+  // *oversize: its header claims an impossible size (malformed, not torn). Consumes nothing.
+  std::byte* peek_slot(WireHeader* header, size_t* used, bool* oversize) const;
+  // Zeroes a taken slot (the free state the check word relies on) and moves past it (next_seq_ for the lock-free
+  // empty poll).
+  void release_slot(std::byte* slot, size_t used);
   // The next ring message, if its slot is ready (verbs_connection_ring.cc): consumes the slot, returns true.
   Result<bool> take_slot(Message* out, bool* part);
   // take_slot() for the common message, a kInline to the previous target that needs nothing but its copy (no

@@ -42,28 +42,44 @@ Status VerbsConnection::malformed(const std::string& why) {
               false);
 }
 
+std::byte* VerbsConnection::peek_slot(WireHeader* header, size_t* used, bool* oversize) const {
+  std::byte* slot = ring_ + (consumed_ % kRecvDepth) * kRingSlotBytes;
+  const uint64_t seq = consumed_ + 1;
+  *oversize = false;
+  (void)load_acquire(slot);  // orders the reads below after it (the NIC writes the slot)
+  std::memcpy(header, slot, kHeaderBytes);
+  if (header->seq32 != static_cast<uint32_t>(seq)) return nullptr;
+  if (header->size > Message::kMaxControl) {  // a torn header has a smaller size (zeroed slot, sizes <= 240)
+    *oversize = true;
+    return nullptr;
+  }
+  *used = kHeaderBytes + ring_padded(header->size);
+  return load_acquire(slot + *used) == ring_check(slot, *used, seq) ? slot : nullptr;  // null: not all landed yet
+}
+
+void VerbsConnection::release_slot(std::byte* slot, size_t used) {
+  zero_slot(slot, used);
+  ++consumed_;
+  next_seq_.store(consumed_ + 1, std::memory_order_release);
+}
+
 Result<bool> VerbsConnection::take_slot(Message* out, bool* part) {
   for (;;) {
     if (closed_) return false;
-    std::byte* slot = ring_ + (consumed_ % kRecvDepth) * kRingSlotBytes;
     const uint64_t seq = consumed_ + 1;
-    (void)load_acquire(slot);  // orders the reads below after it (the NIC writes the slot)
     WireHeader header;
-    std::memcpy(&header, slot, kHeaderBytes);
-    if (header.seq32 != static_cast<uint32_t>(seq)) return false;
-    if (header.size > Message::kMaxControl)  // a torn header has a smaller size (zeroed slot, sizes <= 240)
-      return malformed("message " + std::to_string(seq) + " of " + std::to_string(header.size) + " bytes");
-    const size_t used = kHeaderBytes + ring_padded(header.size);
-    if (load_acquire(slot + used) != ring_check(slot, used, seq)) return false;  // not all of it landed yet
+    size_t used = 0;
+    bool oversize = false;
+    std::byte* slot = peek_slot(&header, &used, &oversize);
+    if (oversize) return malformed("message " + std::to_string(seq) + " of " + std::to_string(header.size) + " bytes");
+    if (slot == nullptr) return false;
     if ((header.flags & kAfterData) && imm_seen_ < seq) {
       ZW_TRY(progress_locked());
       if (imm_seen_ < seq) return false;  // its completion (and the data of its WRITEs) is not there yet
     }
     bool deliver = false;
     Status st = deliver_slot(header, slot + kHeaderBytes, out, part, &deliver);
-    zero_slot(slot, used);
-    ++consumed_;
-    next_seq_.store(consumed_ + 1, std::memory_order_release);
+    release_slot(slot, used);
     if (header.flags & kImm) ++imm_consumed_;
     ZW_TRY(st);
     if (++since_reap_ >= kReapEvery) {
@@ -82,22 +98,15 @@ bool VerbsConnection::take_common(Message* out) {
   if (sleep_flag_ || closed_ || !inline_target_seen_ || since_reap_ + 1 >= kReapEvery ||
       consumed_ + 1 - advertised_ >= static_cast<uint64_t>(kCreditBatch) || !registry_)
     return false;
-  std::byte* slot = ring_ + (consumed_ % kRecvDepth) * kRingSlotBytes;
-  const uint64_t seq = consumed_ + 1;
-  (void)load_acquire(slot);  // orders the reads below after it (the NIC writes the slot)
   WireHeader header;
-  std::memcpy(&header, slot, kHeaderBytes);
-  if (header.seq32 != static_cast<uint32_t>(seq) || header.type != kInline || header.flags != kSameTarget ||
-      header.size > Message::kMaxControl)
-    return false;
-  const size_t used = kHeaderBytes + ring_padded(header.size);
-  if (load_acquire(slot + used) != ring_check(slot, used, seq)) return false;  // not all of it landed yet
+  size_t used = 0;
+  bool oversize = false;
+  std::byte* slot = peek_slot(&header, &used, &oversize);
+  if (slot == nullptr || header.type != kInline || header.flags != kSameTarget) return false;
   // A target outside every live registration is left to take_slot(), which fails the connection.
   if (!registry_->copy_in(inline_rkey_seen_, inline_address_seen_, slot + kHeaderBytes, header.size, &inline_hint_))
     return false;
-  zero_slot(slot, used);
-  ++consumed_;
-  next_seq_.store(consumed_ + 1, std::memory_order_release);
+  release_slot(slot, used);
   ++since_reap_;
   out->kind = MessageKind::kNotify;
   out->size = 0;
