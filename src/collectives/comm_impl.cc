@@ -108,46 +108,6 @@ Result<PeerRecord> decode_record(const std::string& text, int peer) {
 
 }  // namespace
 
-Result<CommSettings> resolve_settings(const CommConfig& config) {
-  const Knobs& k = knobs();
-  CommSettings s;
-  s.transport = config.transport.empty() ? k.transport : config.transport;
-  s.timeout_s = config.timeout_s >= 0 ? config.timeout_s : k.timeout_s;
-  s.algo = config.algo.empty() ? k.algo : config.algo;
-  s.tree_threshold = static_cast<size_t>(config.tree_threshold >= 0 ? config.tree_threshold : k.tree_threshold);
-  s.chunk_bytes = static_cast<size_t>(config.chunk_bytes >= 0 ? config.chunk_bytes : k.chunk_bytes);
-  s.slots = static_cast<int>(config.slots >= 0 ? config.slots : k.slots);
-  s.name = config.name;
-  s.store_address = k.store_addr;
-  s.cuda_path = config.cuda_path.empty() ? k.cuda_path : config.cuda_path;
-  s.cuda_staging_chunk =
-      static_cast<size_t>(config.cuda_staging_chunk >= 0 ? config.cuda_staging_chunk : k.cuda_staging_chunk);
-  if (s.cuda_path != "auto" && s.cuda_path != "ipc" && s.cuda_path != "staged")
-    return Status(Code::kInvalidArgument,
-                  "unknown device-memory path '" + s.cuda_path + "' (ZW_CUDA_PATH): use auto, ipc or staged");
-  if (s.cuda_staging_chunk < 4096)
-    return Status(Code::kInvalidArgument, "staging chunk " + std::to_string(s.cuda_staging_chunk) +
-                                              " bytes (ZW_CUDA_STAGING_CHUNK) is below the minimum of 4K");
-  if (s.algo != "auto" && s.algo != "ring" && s.algo != "tree")
-    return Status(Code::kInvalidArgument, "unknown algorithm '" + s.algo + "' (ZW_ALGO): use auto, ring or tree");
-  if (s.chunk_bytes < 4096)
-    return Status(Code::kInvalidArgument, "chunk size " + std::to_string(s.chunk_bytes) +
-                                              " bytes (ZW_CHUNK_BYTES) is below the minimum of 4K");
-  if (s.slots < 1 || s.slots > 64)
-    return Status(Code::kInvalidArgument, "ZW_SLOTS=" + std::to_string(s.slots) + " is outside 1..64");
-  if (s.timeout_s <= 0) return Status(Code::kInvalidArgument, "the operation timeout (ZW_TIMEOUT) must be positive");
-  int64_t eager = config.eager_bytes >= 0 ? config.eager_bytes : k.eager_bytes;
-  // ZW_EAGER_BYTES=auto: tcp pays a clear-to-send round trip through both kernels (64K is also Open MPI's tcp
-  // eager limit); shm keeps the 16K that bench/tune measured.
-  if (eager == kAutoBytes) eager = s.transport == "tcp" ? (64 << 10) : (16 << 10);
-  if (eager > (64 << 10))
-    return Status(Code::kInvalidArgument, "ZW_EAGER_BYTES=" + std::to_string(eager) + " is above the maximum of 64K");
-  if (k.eager_slots < 1 || k.eager_slots > 64)
-    return Status(Code::kInvalidArgument, "ZW_EAGER_SLOTS=" + std::to_string(k.eager_slots) + " is outside 1..64");
-  s.eager = EagerConfig{static_cast<size_t>(eager), static_cast<int>(k.eager_slots)};
-  return s;
-}
-
 Status CommImpl::store_barrier(Store& store, const std::string& name, Deadline deadline) {
   std::vector<std::string> keys;
   for (int p = 0; p < size_; ++p) keys.push_back(name + "/" + std::to_string(p));

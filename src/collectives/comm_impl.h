@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -38,7 +39,7 @@ struct CommSettings {
   std::string transport;       // backend name
   double timeout_s;            // per-operation deadline
   std::string algo;            // auto, ring or tree
-  size_t tree_threshold;       // bytes below which auto picks tree
+  size_t tree_threshold;       // bytes below which auto picks tree (kAutoTreeThreshold: by world size, see CommImpl)
   size_t chunk_bytes;          // ring pipeline chunk
   int slots;                   // chunks in flight per peer
   EagerConfig eager;           // eager transfers (bytes 0: off)
@@ -47,7 +48,11 @@ struct CommSettings {
   std::string cuda_path;       // device-memory path: auto, ipc or staged
   size_t cuda_staging_chunk;   // pipeline chunk of the staged device path, bytes
 };
+// CommSettings::tree_threshold of ZW_TREE_THRESHOLD=auto, until the world size is known.
+inline constexpr size_t kAutoTreeThreshold = SIZE_MAX;
 Result<CommSettings> resolve_settings(const CommConfig& config);
+// The tree threshold a communicator of `world_size` ranks uses (ZW_TREE_THRESHOLD=auto resolved).
+size_t resolve_tree_threshold(const CommSettings& settings, int world_size);
 
 // What an algorithm gets: who it is, how to move bytes, where to put temporaries, and the tuning.
 struct OpContext {
@@ -164,7 +169,10 @@ class CommImpl {
     RunCounts counts;                                    // operations taken from the queue, by who ran them
   };
 
-  CommImpl(int rank, int size, const CommSettings& settings) : rank_(rank), size_(size), settings_(settings) {}
+  CommImpl(int rank, int size, const CommSettings& settings)
+      : rank_(rank), size_(size), settings_(settings) {
+    settings_.tree_threshold = resolve_tree_threshold(settings, size);
+  }
   Status connect(Store& store);
   // Allocates and registers the eager inbox; its key goes into this rank's published record.
   Status create_inbox();

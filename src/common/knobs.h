@@ -25,7 +25,7 @@ struct Knobs {
   std::string transport;       // ZW_TRANSPORT: shm or tcp
   double timeout_s;            // ZW_TIMEOUT: seconds before a pending operation fails
   std::string algo;            // ZW_ALGO: auto, ring or tree
-  int64_t tree_threshold;      // ZW_TREE_THRESHOLD: ops below this many bytes use tree algorithms
+  int64_t tree_threshold;      // ZW_TREE_THRESHOLD: ops below this many bytes use tree algorithms (kAutoBytes: by transport and world size)
   int64_t chunk_bytes;         // ZW_CHUNK_BYTES: pipeline chunk size of ring algorithms
   int64_t slots;               // ZW_SLOTS: chunks in flight per peer
   int64_t eager_bytes;         // ZW_EAGER_BYTES: transfers up to this size skip the clear-to-send round trip (kAutoBytes: by transport)
@@ -33,6 +33,7 @@ struct Knobs {
   int64_t store_max_frame;     // ZW_STORE_MAX_FRAME: largest store frame accepted, bytes
   int64_t tcp_conns_per_peer;  // ZW_TCP_CONNS_PER_PEER: sockets per peer pair, writes striped across them
   int64_t tcp_sockbuf;         // ZW_TCP_SOCKBUF: SO_SNDBUF/SO_RCVBUF, bytes
+  int64_t tcp_spin_us;         // ZW_TCP_SPIN_US: how long a waiting caller polls its sockets before blocking
   std::string tcp_listen_addr; // ZW_TCP_LISTEN_ADDR: address the tcp transport listens on ("" = auto)
   int64_t shm_direct_ag_max_ranks;  // ZW_SHM_DIRECT_AG_MAX_RANKS: shm all-gathers of at most this many ranks go direct
   int64_t shm_spin_us;         // ZW_SHM_SPIN_US: busy-poll time before sleeping on a futex

@@ -24,7 +24,6 @@ constexpr uint64_t kSpinNs = 50'000;     // busy-poll this long after the last a
 constexpr int kSleepMs = 1000;           // epoll_wait timeout while sleeping (wake-ups come through the eventfd)
 constexpr int kQuietCheckMs = 1;         // epoll_wait timeout while callers have the sockets' input (see run())
 constexpr int kMaxEvents = 64;
-constexpr std::chrono::nanoseconds kCallerSpin{20'000};  // a waiting caller spins this long before it blocks
 
 }  // namespace
 
@@ -39,7 +38,8 @@ Engine::Engine(EngineConfig config, std::shared_ptr<RegionTable> regions)
   // fewer than the ranks of this host. Otherwise it busy-polls its sockets, as an MPI progress loop does.
   const unsigned cores = std::thread::hardware_concurrency();
   const int local_ranks = cfg_.local_ranks > 0 ? cfg_.local_ranks : cfg_.world_size;
-  activity_.configure(cores < kMinCoresToSpin || static_cast<unsigned>(local_ranks) > cores, kCallerSpin);
+  activity_.configure(cores < kMinCoresToSpin || static_cast<unsigned>(local_ranks) > cores,
+                     std::chrono::microseconds(cfg_.spin_us));
 }
 
 Engine::~Engine() { shutdown(); }

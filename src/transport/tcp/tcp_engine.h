@@ -58,6 +58,7 @@ struct EngineConfig {
   int conns_per_peer = 1;     // sockets per peer pair
   int local_ranks = 0;        // ranks on this host (ZW_LOCAL_WORLD_SIZE); 0 = unknown, assume world_size
   int64_t sockbuf = 0;        // SO_SNDBUF/SO_RCVBUF of every socket; 0 leaves the kernel's autotuning
+  int64_t spin_us = 100;      // how long a waiting caller polls before it blocks (ZW_TCP_SPIN_US)
   std::string store_address;  // for advertising a wildcard listen address
 };
 

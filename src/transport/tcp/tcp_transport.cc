@@ -120,6 +120,7 @@ Result<std::unique_ptr<Transport>> create_tcp_transport(const TransportOptions& 
   config.conns_per_peer = static_cast<int>(conns);
   config.sockbuf = std::clamp<int64_t>(tcp.sockbuf >= 0 ? tcp.sockbuf : knobs().tcp_sockbuf, 0, INT32_MAX / 2);
   config.local_ranks = static_cast<int>(std::max<int64_t>(0, knobs().local_world_size));
+  config.spin_us = std::max<int64_t>(0, knobs().tcp_spin_us);
   config.store_address = options.store_address;
   auto regions = std::make_shared<tcp::RegionTable>();
   auto engine = std::make_shared<Engine>(std::move(config), regions);
