@@ -5,7 +5,7 @@
 //   - tcp-lo / tcp-lo-2way: one TCP stream over 127.0.0.1 (4 MiB socket buffers, as ZW_TCP_SOCKBUF), one
 //     direction, and two streams in opposite directions at once (each rank of a 2-rank all-gather sends and
 //     receives at the same time, one thread per process polling both directions); GB/s of payload per
-//     direction.
+//     direction. The caller picks the call size and the buffers' footprint (cache-resident or streamed).
 // The peer is a forked child; the parent reads the child's memory (allowed under Yama ptrace_scope 1, which
 // lets a process trace its descendants only).
 // Non-goals: NUMA placement, more than two processes, tuning the socket for the best possible figure.
@@ -102,16 +102,31 @@ bool tcp_pair(int* a, int* b) {
   return true;
 }
 
-// Streams `bytes` through `fd` in 1 MiB writes (send) or reads them all (receive).
-bool stream_out(int fd, const std::vector<char>& buf, size_t bytes) {
-  for (size_t done = 0; done < bytes; done += buf.size())
-    if (!write_all(fd, buf.data(), std::min(buf.size(), bytes - done))) return false;
+// Where the next call of at most `io` bytes starts in a buffer of `span` bytes walked round and round, and how long
+// it may be.
+struct Cursor {
+  size_t span, io, at = 0;
+  size_t len(size_t left) const { return std::min({io, span - at, left}); }
+  void advance(size_t k) { at = (at + k) % span; }
+};
+
+// Streams `bytes` through `fd` (send), or reads them all (receive), in calls of at most `io` bytes.
+bool stream_out(int fd, const std::vector<char>& buf, size_t io, size_t bytes) {
+  Cursor c{buf.size(), io};
+  for (size_t done = 0; done < bytes;) {
+    size_t n = c.len(bytes - done);
+    if (!write_all(fd, buf.data() + c.at, n)) return false;
+    c.advance(n);
+    done += n;
+  }
   return true;
 }
-bool stream_in(int fd, std::vector<char>& buf, size_t bytes) {
+bool stream_in(int fd, std::vector<char>& buf, size_t io, size_t bytes) {
+  Cursor c{buf.size(), io};
   for (size_t done = 0; done < bytes;) {
-    ssize_t k = ::read(fd, buf.data(), std::min(buf.size(), bytes - done));
+    ssize_t k = ::read(fd, buf.data() + c.at, c.len(bytes - done));
     if (k <= 0) return false;
+    c.advance(static_cast<size_t>(k));
     done += static_cast<size_t>(k);
   }
   return true;
@@ -119,20 +134,21 @@ bool stream_in(int fd, std::vector<char>& buf, size_t bytes) {
 
 // Sends and receives `bytes` on one socket at once from one thread (poll, non-blocking calls), as a rank's
 // progress loop does: neither direction waits for the other.
-bool stream_both(int fd, const std::vector<char>& out, std::vector<char>& in, size_t bytes) {
+bool stream_both(int fd, const std::vector<char>& out, std::vector<char>& in, size_t io, size_t bytes) {
   size_t sent = 0, got = 0;
+  Cursor tx{out.size(), io}, rx{in.size(), io};
   while (sent < bytes || got < bytes) {
     pollfd p{fd, static_cast<short>((sent < bytes ? POLLOUT : 0) | (got < bytes ? POLLIN : 0)), 0};
     if (::poll(&p, 1, 10000) <= 0) return false;
     if ((p.revents & POLLOUT) && sent < bytes) {
-      ssize_t k = ::send(fd, out.data(), std::min(out.size(), bytes - sent), MSG_DONTWAIT);
+      ssize_t k = ::send(fd, out.data() + tx.at, tx.len(bytes - sent), MSG_DONTWAIT);
       if (k < 0 && errno != EAGAIN) return false;
-      if (k > 0) sent += static_cast<size_t>(k);
+      if (k > 0) sent += static_cast<size_t>(k), tx.advance(static_cast<size_t>(k));
     }
     if ((p.revents & (POLLIN | POLLHUP | POLLERR)) && got < bytes) {
-      ssize_t k = ::recv(fd, in.data(), std::min(in.size(), bytes - got), MSG_DONTWAIT);
+      ssize_t k = ::recv(fd, in.data() + rx.at, rx.len(bytes - got), MSG_DONTWAIT);
       if (k == 0 || (k < 0 && errno != EAGAIN)) return false;
-      if (k > 0) got += static_cast<size_t>(k);
+      if (k > 0) got += static_cast<size_t>(k), rx.advance(static_cast<size_t>(k));
     }
   }
   return true;
@@ -183,29 +199,29 @@ double memcpy_chunked_gbps(size_t bytes, size_t chunk, int runs, const char* src
   return bytes / best / 1e9;
 }
 
-double tcp_loopback_gbps(size_t bytes, int runs, bool both_ways) {
+double tcp_loopback_gbps(size_t bytes, size_t io, size_t footprint, int runs, bool both_ways) {
   int here = -1, there = -1, ctl = -1;
   if (!tcp_pair(&here, &there)) return -1;
   // Each run: the parent says go (one byte on the control pair); the child sends `bytes` (and, both ways,
   // receives as many at the same time).
   pid_t pid = fork_peer(&ctl, [&](int fd) {
     ::close(here);
-    std::vector<char> out(1 << 20, 7), in(1 << 20);
+    std::vector<char> out(footprint, 7), in(footprint);
     char go = 0;
     for (int r = 0; r < runs; ++r) {
       if (!read_all(fd, &go, 1)) return false;
-      if (!(both_ways ? stream_both(there, out, in, bytes) : stream_out(there, out, bytes))) return false;
+      if (!(both_ways ? stream_both(there, out, in, io, bytes) : stream_out(there, out, io, bytes))) return false;
     }
     return true;
   });
   ::close(there);
   if (pid < 0) return -1;
-  std::vector<char> out(1 << 20, 9), in(1 << 20);
+  std::vector<char> out(footprint, 9), in(footprint);
   double best = 1e30;
   bool ok = true;
   for (int r = 0; ok && r < runs; ++r) {
     auto t0 = Clock::now();
-    ok = write_all(ctl, "g", 1) && (both_ways ? stream_both(here, out, in, bytes) : stream_in(here, in, bytes));
+    ok = write_all(ctl, "g", 1) && (both_ways ? stream_both(here, out, in, io, bytes) : stream_in(here, in, io, bytes));
     ok = ok && in[0] == 7;
     best = std::min(best, seconds_since(t0));
   }

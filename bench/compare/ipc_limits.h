@@ -10,5 +10,6 @@
 double cma_read_gbps(size_t bytes, size_t chunk, int runs, char* dst);
 // The same access pattern with memcpy inside this process, the user-space reference.
 double memcpy_chunked_gbps(size_t bytes, size_t chunk, int runs, const char* src, char* dst);
-// Payload rate of one loopback TCP stream, one direction or both directions at once (per direction).
-double tcp_loopback_gbps(size_t bytes, int runs, bool both_ways);
+// Payload rate of one loopback TCP stream, one direction or both directions at once (per direction): `bytes` each
+// way in calls of at most `io` bytes, from and into buffers of `footprint` bytes walked round and round.
+double tcp_loopback_gbps(size_t bytes, size_t io, size_t footprint, int runs, bool both_ways);

@@ -5,10 +5,11 @@
 //
 // Then the inter-process ceilings (ipc_limits.h): process_vm_readv from another process, streaming and with a
 // cache-sized block reused (as a 2-rank all-gather of 1 MiB reuses its 512 KiB blocks), beside memcpy with the
-// same pattern; one loopback TCP stream, one way and both ways at once.
+// same pattern; one loopback TCP stream, one way and both ways at once (streamed, and a short cache-resident one).
 //
 // Output (one line each, parsed by report.py): limit <name> <bytes> <best GB/s>, names memcpy, a+=b, cma,
-// memcpy-cached, cma-cached (bytes = the block), tcp-lo, tcp-lo-2way. A probe that cannot run prints nothing.
+// memcpy-cached, cma-cached (bytes = the block), tcp-lo, tcp-lo-2way, tcp-lo-2way-cached. A probe that cannot run
+// prints nothing.
 // Non-goals: multi-threaded STREAM, NUMA placement.
 #include <sys/mman.h>
 
@@ -81,7 +82,14 @@ int main(int argc, char** argv) {
   report("cma", bytes, cma_read_gbps(bytes, bytes, runs, dst));
   report("memcpy-cached", kBlock, memcpy_chunked_gbps(bytes, kBlock, runs, reinterpret_cast<const char*>(a), dst));
   report("cma-cached", kBlock, cma_read_gbps(bytes, kBlock, runs, dst));
-  report("tcp-lo", bytes, tcp_loopback_gbps(bytes, runs, false));
-  report("tcp-lo-2way", bytes, tcp_loopback_gbps(bytes, runs, true));
+  // tcp: 1 MiB calls; the two-way stream from and into buffers of 64 MiB (what a large all-gather streams from
+  // memory), and the cached case a 4 MiB 2-rank all-gather sees: 2 MiB each way, from and into 2 MiB buffers, best
+  // of 256K and 1M calls and of 10x the runs (a short transfer's best varies more).
+  constexpr size_t kMiB = 1 << 20;
+  report("tcp-lo", bytes, tcp_loopback_gbps(bytes, kMiB, kMiB, runs, false));
+  report("tcp-lo-2way", bytes, tcp_loopback_gbps(bytes, kMiB, std::min(bytes, 64 * kMiB), runs, true));
+  report("tcp-lo-2way-cached", 2 * kMiB,
+         std::max(tcp_loopback_gbps(2 * kMiB, 256 << 10, 2 * kMiB, 10 * runs, true),
+                  tcp_loopback_gbps(2 * kMiB, kMiB, 2 * kMiB, 10 * runs, true)));
   return 0;
 }

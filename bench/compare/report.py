@@ -125,7 +125,10 @@ LIMIT_TEXT = [
     ("cma-cached", "process_vm_readv of the same reused 512 KiB block from another process: %s GB/s"),
     ("tcp-lo", "one TCP stream over 127.0.0.1, one way, 4 MiB socket buffers: %s GB/s"),
     ("tcp-lo-2way", "two TCP streams over 127.0.0.1 in opposite directions at once, one polling thread per "
-                    "process: %s GB/s per direction (a 2-rank tcp all-gather moves the same traffic)"),
+                    "process, 256 MiB each way from and into 64 MiB buffers: %s GB/s per direction (a 2-rank tcp "
+                    "all-gather of 64 MiB and more moves the same traffic)"),
+    ("tcp-lo-2way-cached", "the same with 2 MiB each way from and into 2 MiB buffers (what a 4 MiB 2-rank tcp "
+                           "all-gather moves): %s GB/s per direction"),
 ]
 
 
