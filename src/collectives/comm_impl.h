@@ -39,7 +39,7 @@ struct CommSettings {
   std::string transport;       // backend name
   double timeout_s;            // per-operation deadline
   std::string algo;            // auto, ring or tree
-  size_t tree_threshold;       // bytes below which auto picks tree (kAutoTreeThreshold: by world size, see CommImpl)
+  size_t tree_threshold;       // bytes below which auto picks tree (kAutoTreeThreshold: resolve_tree_threshold)
   size_t chunk_bytes;          // ring pipeline chunk
   int slots;                   // chunks in flight per peer
   EagerConfig eager;           // eager transfers (bytes 0: off)
