@@ -17,6 +17,7 @@
 #include "common/knobs.h"
 #include "zerowire/bootstrap.h"
 #include "zerowire/communicator.h"
+#include "zerowire/memory.h"
 
 namespace zw::bench {
 namespace {
@@ -25,6 +26,7 @@ struct Flags {
   std::string min_bytes = "32M", max_bytes = "32M", step_bytes;
   double factor = 0;  // 0: not given (nccl-tests uses -i 1M by default; we default to -f 2)
   int iters = 20, warmup = 5, check = 1, root = 0;
+  int local_register = 0;  // -R: 1 allocates the buffers with zw::mem_alloc (nccl-tests: ncclMemAlloc)
   std::string dtype = "float", op = "sum";
 };
 
@@ -52,9 +54,20 @@ Shape shape_of(CollKind kind, size_t size, size_t es, int n) {
 // (mapped 2 MiB longer and trimmed), so every size runs on huge pages wherever the kernel gives them. The anchor
 // drivers (bench/compare/coll_sweep.cc) allocate the same way: a buffer that starts inside a 4 KiB-paged head
 // costs a process_vm_writev page pinning per 4 KiB instead of per 2 MiB, for zerowire and Open MPI alike.
+// With -R 1 the buffers come from zw::mem_alloc instead (also 2 MiB-aligned and pre-faulted), which peers on
+// the host map, so shm writes into them are a memcpy rather than a process_vm_writev.
 struct Arena {
   static constexpr size_t kAlign = size_t{2} << 20;
-  explicit Arena(size_t bytes) : bytes(bytes ? bytes : 1) {
+  Arena(size_t bytes, bool local_register) : bytes(bytes ? bytes : 1), registered(local_register) {
+    if (registered) {
+      auto p = mem_alloc(this->bytes);
+      if (!p.ok()) {
+        std::fprintf(stderr, "%s\n", p.status().to_string().c_str());
+        return;
+      }
+      ptr = static_cast<std::byte*>(p.value());
+      return;
+    }
     map_bytes = this->bytes + kAlign;
     void* p = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return;
@@ -64,12 +77,16 @@ struct Arena {
     std::memset(ptr, 0, this->bytes);
   }
   ~Arena() {
+    if (registered && ptr) (void)mem_free(ptr);
     if (base) munmap(base, map_bytes);
   }
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
   size_t bytes;
+  bool registered;            // from zw::mem_alloc (-R 1), else mmap
   size_t map_bytes = 0;
-  std::byte* base = nullptr;  // the mapping
-  std::byte* ptr = nullptr;   // 2 MiB-aligned start inside it
+  std::byte* base = nullptr;  // the mapping (-R 0)
+  std::byte* ptr = nullptr;   // 2 MiB-aligned start
 };
 
 Result<Work> issue(Communicator& comm, CollKind kind, const CollectiveOptions& o) {
@@ -189,9 +206,9 @@ const char* kind_name(CollKind kind) {
 
 void print_header(const Flags& f, Communicator& comm, CollKind kind) {
   std::printf("# zerowire %s_perf: nranks %d transport %s minBytes %s maxBytes %s step: %g(factor) warmup iters: %d "
-              "iters: %d validation: %d\n#\n",
+              "iters: %d validation: %d local_register: %d\n#\n",
               kind_name(kind), comm.size(), comm.transport_name(), f.min_bytes.c_str(), f.max_bytes.c_str(),
-              f.factor > 1 ? f.factor : 2.0, f.warmup, f.iters, f.check);
+              f.factor > 1 ? f.factor : 2.0, f.warmup, f.iters, f.check, f.local_register);
   for (int r = 0; r < comm.size(); ++r) std::printf("#  Rank %2d %s\n", r, comm.describe_rank(r).c_str());
   std::printf("#\n%-60s%s\n", "#", "out-of-place                       in-place");
   std::printf("#%12s %13s %9s %7s %6s %8s %7s %7s %6s %8s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
@@ -205,7 +222,7 @@ int run(Communicator& comm, CollKind kind, const Flags& f, const std::vector<Dat
   const int n = comm.size(), r = comm.rank();
   const std::vector<size_t> sizes = sizes_of(f);
   size_t max_size = sizes.empty() ? 0 : sizes.back();
-  Arena in(max_size + 64), out(max_size + 64);
+  Arena in(max_size + 64, f.local_register != 0), out(max_size + 64, f.local_register != 0);
   if (!in.ptr || !out.ptr) {
     std::fprintf(stderr, "cannot allocate %zu bytes of benchmark buffers\n", max_size);
     return 1;
@@ -262,6 +279,9 @@ int run_collective_perf(int argc, char** argv, CollKind kind) {
   app.add_option("-d,--datatype", f.dtype, "float, half, bfloat16, double, int32, int64, uint8 or all");
   app.add_option("-o,--op", f.op, "sum, prod, min, max, avg or all");
   app.add_option("-r,--root", f.root, "root rank (unused by these collectives; accepted for nccl-tests parity)");
+  app.add_option("-R,--local_register", f.local_register,
+                 "1: allocate the buffers with zw::mem_alloc, which shm peers map and memcpy into (0/1)")
+      ->check(CLI::Range(0, 1));
   CLI11_PARSE(app, argc, argv);
   int64_t probe = 0;
   if (!parse_bytes(f.min_bytes, &probe) || !parse_bytes(f.max_bytes, &probe) ||

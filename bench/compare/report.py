@@ -19,6 +19,7 @@ from collections import defaultdict
 
 PAIRS = {  # pair -> (zerowire impl, anchor impl, label)
     "shm-ompi": ("zw-shm", "ompi-vader", "shm vs Open MPI ob1/vader"),
+    "shmreg-ompi": ("zw-shmreg", "ompi-vader", "shm, zw::mem_alloc buffers vs Open MPI ob1/vader"),
     "tcp-ompi": ("zw-tcp", "ompi-tcp", "tcp vs Open MPI ob1/tcp (lo)"),
     "tcp-gloo": ("zw-tcp", "gloo-tcp", "tcp vs Gloo tcp (127.0.0.1)"),
 }

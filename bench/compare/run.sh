@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# bench/compare/run.sh: zerowire's host-memory collectives and shm point-to-point measured side by side with
-# Open MPI (ob1 over vader or tcp), Gloo (TCP on 127.0.0.1) and UCX (ucx_perftest over posix and sysv shared
-# memory), runs interleaved (zerowire, anchor, zerowire, anchor, ...), plus this machine's single-thread
-# memcpy / a+=b limits; then one table (bench/compare/report.py) on stdout and appended to a markdown file.
+# bench/compare/run.sh: zerowire's host-memory collectives (shm with plain buffers and with zw::mem_alloc
+# buffers, tcp) and shm point-to-point measured side by side with Open MPI (ob1 over vader or tcp), Gloo (TCP on
+# 127.0.0.1) and UCX (ucx_perftest over posix and sysv shared memory), runs interleaved (zerowire, anchor,
+# zerowire, anchor, ...), plus this machine's single-thread memcpy / a+=b limits; then one table
+# (bench/compare/report.py) on stdout and appended to a markdown file.
 #
 # Steps: install missing Debian packages (dpkg-query first), build zerowire (Release) and the anchor drivers
 # (bench/compare/CMakeLists.txt, a separate project), run, report. An anchor that cannot be installed, built or
@@ -20,7 +21,7 @@ QUICK=0
 REPS=3
 RANKS="2 4"
 COLLS="all_gather reduce_scatter"
-PAIRS="shm-ompi tcp-ompi tcp-gloo"
+PAIRS="shm-ompi shmreg-ompi tcp-ompi tcp-gloo"
 SIZES="4K:256M:4"
 ITERS=20
 WARMUP=5
@@ -47,8 +48,10 @@ Measures zerowire against Open MPI, Gloo and UCX on this machine, interleaved, a
   --reps N            repetitions of every measurement, interleaved (default $REPS)
   --ranks "LIST"      rank counts (default "$RANKS")
   --colls "LIST"      collectives: all_gather reduce_scatter (default both)
-  --pairs "LIST"      comparisons: shm-ompi (zerowire shm vs Open MPI ob1/vader), tcp-ompi (zerowire tcp vs
-                      Open MPI ob1/tcp on lo), tcp-gloo (zerowire tcp vs Gloo tcp); default all three
+  --pairs "LIST"      comparisons: shm-ompi (zerowire shm vs Open MPI ob1/vader), shmreg-ompi (zerowire shm
+                      with zw::mem_alloc buffers, -R 1, vs the same Open MPI ob1/vader runs), tcp-ompi
+                      (zerowire tcp vs Open MPI ob1/tcp on lo), tcp-gloo (zerowire tcp vs Gloo tcp);
+                      default all four
   --sizes MIN:MAX:F   collective sizes, nccl-tests -b/-e/-f (default $SIZES)
   --iters N, --warmup N   timed and warm-up iterations per size (default $ITERS, $WARMUP)
   --p2p-sizes "LIST"  bandwidth sizes in bytes for zw_write_bw vs ucx_perftest tag_bw (default "$P2P_SIZES");
@@ -106,7 +109,7 @@ fi
 [[ "$SIZES" =~ ^[0-9]+[KMG]?:[0-9]+[KMG]?:[0-9.]+$ ]] || die "--sizes must look like 4K:256M:4, got '$SIZES'"
 IFS=: read -r SIZE_MIN SIZE_MAX SIZE_FACTOR <<<"$SIZES"
 for c in $COLLS; do [[ "$c" =~ ^(all_gather|reduce_scatter)$ ]] || die "unknown collective '$c'"; done
-for p in $PAIRS; do [[ "$p" =~ ^(shm-ompi|tcp-ompi|tcp-gloo)$ ]] || die "unknown pair '$p'"; done
+for p in $PAIRS; do [[ "$p" =~ ^(shm-ompi|shmreg-ompi|tcp-ompi|tcp-gloo)$ ]] || die "unknown pair '$p'"; done
 
 cd "$ROOT"
 case "$BUILD_DIR" in /*) ;; *) BUILD_DIR="$ROOT/$BUILD_DIR" ;; esac
@@ -233,8 +236,12 @@ run_job() {
 }
 
 COLL_FLAGS=(-b "$SIZE_MIN" -e "$SIZE_MAX" -f "$SIZE_FACTOR" -n "$ITERS" -w "$WARMUP" -c 1 -d float -o sum)
-run_zw_coll() {  # coll n transport rep
-  run_job coll "$1" "$2" "zw-$3" "$4" -- "$ZWRUN" -n "$2" --transport "$3" -- "$ZW/zw_$1_perf" "${COLL_FLAGS[@]}"
+run_zw_coll() {  # coll n transport rep [impl extra-flags...] (impl defaults to zw-TRANSPORT)
+  local coll="$1" n="$2" transport="$3" rep="$4" impl="zw-$3"
+  shift 4
+  if [ $# -gt 0 ]; then impl="$1"; shift; fi
+  run_job coll "$coll" "$n" "$impl" "$rep" -- "$ZWRUN" -n "$n" --transport "$transport" -- \
+    "$ZW/zw_${coll}_perf" "${COLL_FLAGS[@]}" "$@"
 }
 run_ompi_coll() {  # coll n impl rep MCA...
   local coll="$1" n="$2" impl="$3" rep="$4"; shift 4
@@ -305,8 +312,9 @@ for rep in $(seq "$REPS"); do
   if [ "$LIMITS" = 1 ]; then run_job limits mem 1 local "$rep" -- "$DRIVERS/mem_limits" 256 7; fi
   for n in $RANKS; do
     for coll in $COLLS; do
-      if has_pair shm-ompi; then
-        run_zw_coll "$coll" "$n" shm "$rep"
+      if has_pair shm-ompi || has_pair shmreg-ompi; then  # both pairs compare against the same vader runs
+        if has_pair shm-ompi; then run_zw_coll "$coll" "$n" shm "$rep"; fi
+        if has_pair shmreg-ompi; then run_zw_coll "$coll" "$n" shm "$rep" zw-shmreg -R 1; fi
         is_unavailable ompi || run_ompi_coll "$coll" "$n" ompi-vader "$rep" "${MCA_VADER[@]}"
       fi
       if has_pair tcp-ompi || has_pair tcp-gloo; then

@@ -1,4 +1,4 @@
-// ShmEndpoint: connection set-up, writes through process_vm_writev, and the message rings.
+// ShmEndpoint: connection set-up, writes (memcpy into mapped arenas, else process_vm_writev), and the rings.
 #include "transport/shm/shm_endpoint.h"
 
 #include <sys/uio.h>
@@ -25,7 +25,7 @@ constexpr uint64_t kLivenessCheckNs = 10'000'000;  // how often a waiting endpoi
 constexpr MessageKind kInlineWriteKind = static_cast<MessageKind>(2);
 constexpr MessageKind kInlinePartKind = static_cast<MessageKind>(3);
 constexpr size_t kInlineWriteMax = Message::kMaxControl - sizeof(uint64_t);
-constexpr size_t kInlineWriteLimit = 4096;  // larger writes go through process_vm_writev
+constexpr size_t kInlineWriteLimit = 4096;  // larger writes go through a mapped arena or process_vm_writev
 constexpr int kMaxSleepUs = 100;                   // longest sleep between polls of a waiting endpoint
 
 std::string hex(uint64_t value) {
@@ -161,9 +161,33 @@ Status ShmEndpoint::write(const MemoryRegion& local, size_t local_offset, std::s
     ++writes_completed_;
     return Status();
   }
-  if (bytes > 0) ZW_TRY(copy_to_peer(src.data() + local_offset, key->address + remote_offset, bytes, key->pid));
+  if (bytes > 0) {
+    // Into a mapped arena: plain stores, published to the peer by push()'s release store of the ring tail,
+    // which the peer's poll() reads with acquire before it reports the notify.
+    if (std::byte* arena = key->has_arena() ? mapped_target(*key) : nullptr) {
+      copy_into_arena(arena + key->arena_offset + remote_offset, src.data() + local_offset, bytes);
+      ++mapped_writes_;
+    } else {
+      ZW_TRY(copy_to_peer(src.data() + local_offset, key->address + remote_offset, bytes, key->pid));
+    }
+  }
   ++writes_completed_;
   return push(MessageKind::kNotify, notify, {});
+}
+
+std::byte* ShmEndpoint::mapped_target(const ShmRemoteKey& key) {
+  std::string why;
+  std::byte* base = arenas_.map(key, &why);
+  if (base == nullptr && !why.empty()) {
+    if (!warned_unmappable_)
+      ZW_WARN(kShm, "cannot map arena %llu of %s (%s): writes into it use process_vm_writev instead",
+              static_cast<unsigned long long>(key.arena_id), peer_desc().c_str(), why.c_str());
+    else
+      ZW_INFO(kShm, "cannot map arena %llu of %s (%s): using process_vm_writev",
+              static_cast<unsigned long long>(key.arena_id), peer_desc().c_str(), why.c_str());
+    warned_unmappable_ = true;
+  }
+  return base;
 }
 
 // Ranks that are threads of one process go through process_vm_writev too: a peer that already tore down its

@@ -1,6 +1,7 @@
 // One shm connection to one peer on the same host: writes copy straight into the peer's registered memory
-// (process_vm_writev, or memcpy when the peer is a thread of this process) and then post a Notify message;
-// control messages and notifications travel through SPSC rings in the receiver's shm segment.
+// (memcpy into a mapping of the peer's zw::mem_alloc arena when the key names one, else process_vm_writev)
+// and then post a Notify message; control messages and notifications travel through SPSC rings in the
+// receiver's shm segment.
 //
 // Non-goals: asynchronous writes (a write's copy is done when write() returns), flow control beyond the
 // ring size, messages larger than Message::kMaxControl.
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "transport/shm/shm_address.h"
+#include "transport/shm/shm_peer_arenas.h"
 #include "transport/shm/shm_queue.h"
 #include "transport/transport.h"
 
@@ -43,6 +45,9 @@ class ShmEndpoint final : public Endpoint {
   uint64_t writes_posted() const override { return writes_posted_; }
   uint64_t writes_completed() const override { return writes_completed_; }
   Status error() const override { return error_; }
+  // Writes whose bytes went by memcpy into a mapped arena of the peer (the rest: inline or process_vm_writev).
+  uint64_t mapped_writes() const { return mapped_writes_; }
+  size_t mapped_arenas() const { return arenas_.mapped(); }
 
  private:
   Status ensure_producer(const char* what);
@@ -50,6 +55,7 @@ class ShmEndpoint final : public Endpoint {
   Status wait_for_slot(MessageKind kind, uint64_t notify, std::span<const std::byte> payload);
   Status copy_to_peer(const std::byte* src, uint64_t dst, size_t bytes, int32_t pid);
   Status copy_error(int err, uint64_t dst, size_t bytes) const;
+  std::byte* mapped_target(const ShmRemoteKey& key);
   Result<bool> pop_ring(Message* out);
   Status drain_into_backlog();
   Status fail(Status status);
@@ -65,6 +71,9 @@ class ShmEndpoint final : public Endpoint {
   bool connected_ = false;                    // wait_connected() succeeded
   uint64_t writes_posted_ = 0;                // writes whose copy started
   uint64_t writes_completed_ = 0;             // writes whose copy finished
+  uint64_t mapped_writes_ = 0;                // writes copied through arenas_
+  ShmPeerArenas arenas_;                      // the peer's arenas mapped here
+  bool warned_unmappable_ = false;            // an arena failed to map and we said so at WARN
   Status error_;                              // sticky first data-path error
 };
 
