@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/log.h"
+#include "zerowire/memory.h"
+
 namespace zw::internal {
 
 Result<RegBuf> RegistrationCache::get(MemRef mem) {
@@ -49,9 +52,20 @@ void free_huge(void* p, size_t bytes) {
   if (p) munmap(p, bytes);
 }
 
+Result<void*> alloc_peer_writable(size_t bytes, bool peer_mappable) {
+  return peer_mappable ? mem_alloc(bytes) : alloc_huge(bytes);
+}
+
+void free_peer_writable(void* p, size_t bytes, bool peer_mappable) {
+  if (!p) return;
+  if (!peer_mappable) return free_huge(p, bytes);
+  Status freed = mem_free(p);
+  if (!freed.ok()) ZW_WARN(kColl, "freeing a peer-writable buffer: %s", freed.to_string().c_str());
+}
+
 ScratchArena::~ScratchArena() {
   mr_.reset();
-  free_huge(base_, bytes_);
+  free_peer_writable(base_, bytes_, peer_mappable_);
 }
 
 Result<RegBuf> ScratchArena::get(size_t bytes) {
@@ -60,10 +74,10 @@ Result<RegBuf> ScratchArena::get(size_t bytes) {
     size_t grown = std::max(bytes, bytes_ * 2);
     grown = (grown + (2u << 20) - 1) & ~size_t((2u << 20) - 1);  // whole 2 MiB huge pages
     mr_.reset();
-    free_huge(base_, bytes_);
+    free_peer_writable(base_, bytes_, peer_mappable_);
     base_ = nullptr;
     bytes_ = 0;
-    ZW_ASSIGN_OR_RETURN(base_, alloc_huge(grown));
+    ZW_ASSIGN_OR_RETURN(base_, alloc_peer_writable(grown, peer_mappable_));
     bytes_ = grown;
     ZW_ASSIGN_OR_RETURN(mr_, transport_.register_memory(MemRef::host(base_, bytes_)));
     key_ = mr_->remote_key();

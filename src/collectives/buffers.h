@@ -1,8 +1,8 @@
 // Registered buffers of a communicator: a registration cache for user buffers and a scratch arena.
 //
 // User buffers are registered on first use and kept (LRU, bounded) so that repeated collectives on the same
-// buffers register nothing. The scratch arena is one huge-page-advised, pre-faulted host allocation that only
-// grows (first touch of a 4 KiB page costs 12–20 µs on the VMs we run on, so nothing is allocated per call).
+// buffers register nothing. The scratch arena is one huge-page-advised (over shm: peer-mappable), pre-faulted host
+// allocation that only grows (first touch of a 4 KiB page costs 12–20 µs on the VMs we run on, so nothing is allocated per call).
 // Not thread-safe: owned and used by the communicator's worker thread.
 // Invalidation: an entry whose region reports !still_valid() (verbs pins pages and can tell that the memory was
 // freed and reallocated) is dropped and the range registered again; shm and tcp pin nothing, so their entries
@@ -49,7 +49,9 @@ class RegistrationCache {
 
 class ScratchArena {
  public:
-  explicit ScratchArena(transport::Transport& transport) : transport_(transport) {}
+  // `peer_mappable`: allocate with alloc_peer_writable's arenas (see there).
+  ScratchArena(transport::Transport& transport, bool peer_mappable)
+      : transport_(transport), peer_mappable_(peer_mappable) {}
   ~ScratchArena();
   ScratchArena(const ScratchArena&) = delete;
   ScratchArena& operator=(const ScratchArena&) = delete;
@@ -60,6 +62,7 @@ class ScratchArena {
 
  private:
   transport::Transport& transport_;
+  const bool peer_mappable_;
   void* base_ = nullptr;
   size_t bytes_ = 0;
   std::unique_ptr<transport::MemoryRegion> mr_;
@@ -69,5 +72,12 @@ class ScratchArena {
 // Host memory advised for huge pages and pre-faulted; freed with free_huge.
 Result<void*> alloc_huge(size_t bytes);
 void free_huge(void* p, size_t bytes);
+
+// Memory that peers write into (scratch slots, eager inboxes). With `peer_mappable` (the shm transport) it is a
+// zw::mem_alloc arena, pre-faulted too, which shm peers map and copy into with memcpy instead of
+// process_vm_writev (3x the copy rate for cache-resident slices on the VMs we measure); otherwise alloc_huge.
+// Freed with free_peer_writable and the same flag.
+Result<void*> alloc_peer_writable(size_t bytes, bool peer_mappable);
+void free_peer_writable(void* p, size_t bytes, bool peer_mappable);
 
 }  // namespace zw::internal

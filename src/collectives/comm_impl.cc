@@ -190,7 +190,7 @@ Status CommImpl::connect(Store& store) {
   // must not look like a lost peer to one still completing its handshake.
   ZW_TRY(store_barrier(store, "connected", deadline));
   registry_ = std::make_unique<RegistrationCache>(*transport_, 64);
-  arena_ = std::make_unique<ScratchArena>(*transport_);
+  arena_ = std::make_unique<ScratchArena>(*transport_, peer_mappable());
   return Status();
 }
 
@@ -212,11 +212,16 @@ CommImpl::~CommImpl() {
 // Peers write into the inbox without asking first, so a peer that is still sending (it is desynchronized, or
 // its last message crossed our teardown) must never hit memory that this process reuses for something else.
 // The pages are replaced by an inaccessible reservation: their memory is returned, the addresses stay taken,
-// and a late write fails with EFAULT (shm) or an unknown region (tcp) on the sender's side.
+// and a late write fails with EFAULT (shm) or an unknown region (tcp) on the sender's side. A peer-mappable inbox
+// is simply freed: a late write lands in the sender's own mapping of the arena, never in this process's memory.
 void CommImpl::retire_inbox() {
   if (!inbox_) return;
-  void* p = mmap(inbox_, inbox_bytes_, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) free_huge(inbox_, inbox_bytes_);
+  if (peer_mappable()) {
+    free_peer_writable(inbox_, inbox_bytes_, true);
+  } else {
+    void* p = mmap(inbox_, inbox_bytes_, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) free_huge(inbox_, inbox_bytes_);
+  }
   inbox_ = nullptr;
 }
 
@@ -227,7 +232,7 @@ Status CommImpl::create_inbox() {
     return Status();
   }
   inbox_bytes_ = static_cast<size_t>(size_) * settings_.eager.slots * settings_.eager.bytes;
-  ZW_ASSIGN_OR_RETURN(inbox_, alloc_huge(inbox_bytes_));
+  ZW_ASSIGN_OR_RETURN(inbox_, alloc_peer_writable(inbox_bytes_, peer_mappable()));
   ZW_ASSIGN_OR_RETURN(inbox_region_, transport_->register_memory(MemRef::host(inbox_, inbox_bytes_)));
   inbox_key_ = inbox_region_->remote_key();
   return Status();

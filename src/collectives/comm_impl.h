@@ -17,6 +17,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -176,6 +177,8 @@ class CommImpl {
   Status connect(Store& store);
   // Allocates and registers the eager inbox; its key goes into this rank's published record.
   Status create_inbox();
+  // Whether buffers peers write into are zw::mem_alloc arenas (the shm transport maps them; buffers.h).
+  bool peer_mappable() const { return std::strcmp(transport_->name(), "shm") == 0; }
   // Waits until every rank reached the set-up step `name`.
   Status store_barrier(Store& store, const std::string& name, Deadline deadline);
   void retire_inbox();
