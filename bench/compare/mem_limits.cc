@@ -1,23 +1,26 @@
 // mem_limits: this machine's single-thread memory limits, the ceiling a one-copy host collective can reach.
 // memcpy (c = a) and a += b (float32, the reduction inner loop) on pre-faulted, huge-page-advised buffers,
 // best of several runs, in GB/s (10^9 bytes/s) of the destination's bytes per second; the memory traffic is
-// twice that for memcpy (read + write) and three times for a += b (two reads + write).
+// twice that for memcpy (read + write) and three times for a += b (two reads + write). Also two threads copying
+// at once, each its own buffers: the memory system's share per rank when both ranks of an all-gather copy.
 //
 // Then the inter-process ceilings (ipc_limits.h): process_vm_readv from another process, streaming and with a
 // cache-sized block reused (as a 2-rank all-gather of 1 MiB reuses its 512 KiB blocks), beside memcpy with the
 // same pattern; one loopback TCP stream, one way and both ways at once (streamed, and a short cache-resident one).
 //
 // Output (one line each, parsed by report.py): limit <name> <bytes> <best GB/s>, names memcpy, a+=b, cma,
-// memcpy-cached, cma-cached (bytes = the block), tcp-lo, tcp-lo-2way, tcp-lo-2way-cached. A probe that cannot run
-// prints nothing.
-// Non-goals: multi-threaded STREAM, NUMA placement.
+// memcpy-2threads (per thread, both copying at once), memcpy-cached, cma-cached (bytes = the block), tcp-lo,
+// tcp-lo-2way, tcp-lo-2way-cached. A probe that cannot run prints nothing.
+// Non-goals: STREAM with more threads than the two ranks of a 2-rank collective, NUMA placement.
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "ipc_limits.h"
 
@@ -35,6 +38,31 @@ float* alloc_prefaulted(size_t bytes, float value) {
 // Kept out of line so the compiler cannot fold repeated runs; vectorized by -O3 -march=native.
 __attribute__((noinline)) void add_into(float* __restrict a, const float* __restrict b, size_t n) {
   for (size_t i = 0; i < n; ++i) a[i] += b[i];
+}
+
+// Two threads, each copying its own `bytes` at the same moment (as the two ranks of an all-gather do), best of
+// `runs`; GB/s copied per thread, or -1 when the buffers cannot be allocated.
+double memcpy_two_threads_gbps(size_t bytes, int runs) {
+  float* bufs[4];
+  for (float*& b : bufs)
+    if (!(b = alloc_prefaulted(bytes, 1.0f))) return -1;
+  double best = 1e30;
+  for (int r = 0; r < runs; ++r) {
+    std::barrier start(2);
+    double secs[2] = {0, 0};
+    auto copy = [&](int t) {
+      start.arrive_and_wait();
+      auto t0 = std::chrono::steady_clock::now();
+      std::memcpy(bufs[2 * t], bufs[2 * t + 1], bytes);
+      secs[t] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    std::thread other(copy, 1);
+    copy(0);
+    other.join();
+    best = std::min(best, std::max(secs[0], secs[1]));
+  }
+  for (float* b : bufs) munmap(b, bytes);
+  return bytes / best / 1e9;
 }
 
 template <typename F>
@@ -73,6 +101,8 @@ int main(int argc, char** argv) {
   }
   std::printf("limit memcpy %zu %.3f\n", bytes, bytes / copy_s / 1e9);
   std::printf("limit a+=b %zu %.3f\n", bytes, bytes / add_s / 1e9);
+  if (double two = memcpy_two_threads_gbps(bytes, runs); two > 0)
+    std::printf("limit memcpy-2threads %zu %.3f\n", bytes, two);
   auto report = [](const char* name, size_t size, double gbps) {
     if (gbps > 0) std::printf("limit %s %zu %.3f\n", name, size, gbps);
     else std::fprintf(stderr, "mem_limits: the %s probe could not run\n", name);

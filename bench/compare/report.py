@@ -120,6 +120,8 @@ def human_size(b):
 LIMIT_TEXT = [
     ("memcpy", "memcpy, one thread, 256 MiB: %s GB/s copied (twice that in memory traffic)"),
     ("a+=b", "a += b (float32), one thread, 256 MiB: %s GB/s of a (three times that in memory traffic)"),
+    ("memcpy-2threads", "memcpy, two threads at once, 256 MiB each: %s GB/s per thread (what each rank of a 2-rank "
+                        "all-gather can copy while the other copies too)"),
     ("cma", "process_vm_readv from another process, one call of 256 MiB: %s GB/s (the one copy of shm all-gathers "
             "at sizes beyond the caches, both zerowire's and Open MPI's)"),
     ("memcpy-cached", "memcpy of a reused 512 KiB block (cache-resident, as a 1 MiB all-gather's blocks): %s GB/s"),
@@ -169,15 +171,14 @@ class Results:
         return "n/a (no data)"
 
 
-def placement_of(res, coll, n, anchor):
-    """Out-of-place unless the anchor only has in-place (Gloo's reduce-scatter)."""
-    for rows in res.coll.get((coll, n, anchor), []):
-        for row in rows.values():
-            if "oop" in row:
-                return "oop"
-            if "ip" in row:
-                return "ip"
-    return "ip" if (anchor, coll) == ("gloo-tcp", "reduce_scatter") else "oop"
+def placements_of(res, coll, n, zw, anchor):
+    """The placements both sides measured, out-of-place first; with no data, the one the anchor has (Gloo's
+    reduce-scatter is in place only)."""
+    def have(impl):
+        return {p for rows in res.coll.get((coll, n, impl), []) for row in rows.values() for p in row}
+    both = have(zw) & have(anchor)
+    found = [p for p in ("oop", "ip") if p in both]
+    return found or ["ip" if (anchor, coll) == ("gloo-tcp", "reduce_scatter") else "oop"]
 
 
 def samples(res, coll, n, impl, size, placement):
@@ -198,9 +199,8 @@ def coll_table(res, pairs):
     for coll, n in keys:
         for pair in pairs:
             zw, anchor, label = PAIRS[pair]
-            place = placement_of(res, coll, n, anchor)
             sizes = sorted({s for impl in (zw, anchor) for rows in res.coll.get((coll, n, impl), []) for s in rows})
-            for size in sizes or [None]:
+            for place, size in [(p, s) for p in placements_of(res, coll, n, zw, anchor) for s in sizes or [None]]:
                 row = []
                 meds = []
                 for impl in (zw, anchor):
