@@ -9,8 +9,8 @@
 // same pattern; one loopback TCP stream, one way and both ways at once (streamed, and a short cache-resident one).
 //
 // Output (one line each, parsed by report.py): limit <name> <bytes> <best GB/s>, names memcpy, a+=b, cma,
-// memcpy-2threads (per thread, both copying at once), memcpy-cached, cma-cached (bytes = the block), tcp-lo,
-// tcp-lo-2way, tcp-lo-2way-cached. A probe that cannot run prints nothing.
+// memcpy-2threads (per thread, both copying at once), memcpy-cached, cma-cached, memcpy-cached-2M, cma-cached-2M
+// (bytes = the block), tcp-lo, tcp-lo-2way, tcp-lo-2way-cached. A probe that cannot run prints nothing.
 // Non-goals: STREAM with more threads than the two ranks of a 2-rank collective, NUMA placement.
 #include <sys/mman.h>
 
@@ -112,6 +112,11 @@ int main(int argc, char** argv) {
   report("cma", bytes, cma_read_gbps(bytes, bytes, runs, dst));
   report("memcpy-cached", kBlock, memcpy_chunked_gbps(bytes, kBlock, runs, reinterpret_cast<const char*>(a), dst));
   report("cma-cached", kBlock, cma_read_gbps(bytes, kBlock, runs, dst));
+  // The block of a 4 MiB 2-rank all-gather: the kernel's per-call cost is spread over 4x the bytes.
+  constexpr size_t kBigBlock = 2 << 20;
+  report("memcpy-cached-2M", kBigBlock,
+         memcpy_chunked_gbps(bytes, kBigBlock, runs, reinterpret_cast<const char*>(a), dst));
+  report("cma-cached-2M", kBigBlock, cma_read_gbps(bytes, kBigBlock, runs, dst));
   // tcp: 1 MiB calls; the two-way stream from and into buffers of 64 MiB (what a large all-gather streams from
   // memory), and the cached case a 4 MiB 2-rank all-gather sees: 2 MiB each way, from and into 2 MiB buffers, best
   // of 256K and 1M calls and of 10x the runs (a short transfer's best varies more).

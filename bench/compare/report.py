@@ -126,6 +126,8 @@ LIMIT_TEXT = [
             "at sizes beyond the caches, both zerowire's and Open MPI's)"),
     ("memcpy-cached", "memcpy of a reused 512 KiB block (cache-resident, as a 1 MiB all-gather's blocks): %s GB/s"),
     ("cma-cached", "process_vm_readv of the same reused 512 KiB block from another process: %s GB/s"),
+    ("memcpy-cached-2M", "memcpy of a reused 2 MiB block (as a 4 MiB all-gather's blocks): %s GB/s"),
+    ("cma-cached-2M", "process_vm_readv of the same reused 2 MiB block from another process: %s GB/s"),
     ("tcp-lo", "one TCP stream over 127.0.0.1, one way, 4 MiB socket buffers: %s GB/s"),
     ("tcp-lo-2way", "two TCP streams over 127.0.0.1 in opposite directions at once, one polling thread per "
                     "process, 256 MiB each way from and into 64 MiB buffers: %s GB/s per direction (a 2-rank tcp "
