@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <limits>
 #include <map>
 
@@ -86,15 +87,24 @@ Status PrefetchScheduler::allocate() {
   size_t total = size_t(k) * slot_bytes(max_unit);
   for (int u = 0; u < n; ++u)
     if (units_[u].persistent) total += slot_bytes(pm_.unit(u).padded_numel);
-  ZW_ASSIGN_OR_RETURN(pool_, alloc_pinned_hugepage(total));
+  if (std::strcmp(comm_.transport_name(), "shm") == 0 && total > 0) {
+    ZW_ASSIGN_OR_RETURN(void* p, mem_alloc(total));  // whole 2 MiB, aligned, pre-faulted
+    shared_pool_.reset(p);
+    pool_base_ = static_cast<std::byte*>(p);
+    pool_bytes_ = (total + (size_t{2} << 20) - 1) / (size_t{2} << 20) * (size_t{2} << 20);
+  } else {
+    ZW_ASSIGN_OR_RETURN(pool_, alloc_pinned_hugepage(total));
+    pool_base_ = pool_.as<std::byte>();
+    pool_bytes_ = pool_.mapped_bytes();
+  }
   size_t used = 0;
   auto carve = [&](int64_t numel) {
     Slot s;
-    s.gather = MemRef::host(pool_.as<std::byte>() + used, size_t(numel) * gsize);
+    s.gather = MemRef::host(pool_base_ + used, size_t(numel) * gsize);
     used += (s.gather.bytes + 63) / 64 * 64;
     s.compute = s.gather;
     if (convert) {
-      s.compute = MemRef::host(pool_.as<std::byte>() + used, size_t(numel) * 4);
+      s.compute = MemRef::host(pool_base_ + used, size_t(numel) * 4);
       used += (s.compute.bytes + 63) / 64 * 64;
     }
     return s;

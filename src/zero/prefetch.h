@@ -7,8 +7,8 @@
 // issues the all-gathers of the next units in the order (up to stage3_prefetch_bucket_size elements ahead and as
 // many units as free gather buffers allow), so their communication runs while the model computes.
 // Memory: K gather buffers of the largest non-persistent unit's padded size are allocated once (K from
-// stage3_max_live_parameters, at least 2, at most the number of such units); a unit occupies one from gather to
-// release. A unit whose next use is
+// stage3_max_live_parameters, at least 2, at most the number of such units), over shm by zw::mem_alloc so that
+// peers write into them with memcpy; a unit occupies one from gather to release. A unit whose next use is
 // far away is released after its use (a block is released after forward and gathered again for backward). Reuse
 // (stage3_max_reuse_distance, DeepSpeed's rule): after a use, the order is walked forward from the next use,
 // summing the elements of each use passed, until the sum reaches max_reuse_distance; a unit met on that walk is
@@ -31,6 +31,7 @@
 #include "zero/partition.h"
 #include "zero/timeline.h"
 #include "zerowire/communicator.h"
+#include "zerowire/memory.h"
 
 namespace zw::zero {
 
@@ -93,7 +94,8 @@ class PrefetchScheduler {
   const std::vector<int>& order() const { return order_; }
   const PrefetchStats& stats() const { return stats_; }
   const std::vector<GatherEvent>& last_pass_events() const { return events_; }
-  size_t buffer_bytes() const { return pool_.mapped_bytes(); }  // gather pool + persistent buffers
+  size_t buffer_bytes() const { return pool_bytes_; }  // gather pool + persistent buffers
+  bool pool_peer_mappable() const { return shared_pool_ != nullptr; }  // zw::mem_alloc memory (over shm)
 
  private:
   struct Slot {
@@ -130,7 +132,15 @@ class PrefetchScheduler {
   const PartitionManager& pm_;
   MemRef source_;
   PrefetchOptions options_;
+  struct MemFree {
+    void operator()(void* p) const { (void)mem_free(p); }  // fails only for a pointer mem_alloc did not return
+  };
+  // The gather pool: over shm from zw::mem_alloc, so peers write the gathered shards into it with memcpy instead
+  // of process_vm_writev; otherwise a huge-page-advised private mapping.
   PinnedBuffer pool_;
+  std::unique_ptr<void, MemFree> shared_pool_;
+  std::byte* pool_base_ = nullptr;
+  size_t pool_bytes_ = 0;
   std::vector<Slot> slots_;  // the K shared buffers, then one per persistent unit
   int shared_slots_ = 0;     // K (0 when every unit is persistent)
   std::vector<UnitState> units_;

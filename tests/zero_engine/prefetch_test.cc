@@ -1,5 +1,5 @@
 // tests/zero_engine/prefetch_test.cc — the prefetch scheduler, ranks as threads: gathered units hold every rank's
-// shard in rank-major order (f32, f16, bf16 gathers); the order fingerprint catches ranks that declare or record
+// shard in rank-major order (f32, f16, bf16 gathers; over shm into a zw::mem_alloc pool); the order fingerprint catches ranks that declare or record
 // different orders and names them; prefetches are issued before use (counters and positions, not speed); a unit
 // is released after forward and gathered again for backward, unless stage3_max_reuse_distance keeps it (counted in
 // elements, capped by the pool); a use out of order is an error.
@@ -60,6 +60,8 @@ TEST_P(GatherTest, UnitsHoldEveryRanksShardRankMajor) {
     o.persistence_threshold = 5;  // units 0 and 3 persist
     auto s = PrefetchScheduler::create(comm, *pm, MemRef::host(src.data(), src.size()), o);
     ASSERT_TRUE(s.ok()) << s.status().to_string();
+    // Over shm the pool peers gather into comes from zw::mem_alloc, so their writes are mapped copies.
+    EXPECT_EQ((*s)->pool_peer_mappable(), std::strcmp(comm.transport_name(), "shm") == 0);
     EXPECT_TRUE((*s)->persistent(0) && (*s)->persistent(3) && !(*s)->persistent(1));
     ASSERT_TRUE((*s)->begin_pass(false).ok());
     for (int u : {2, 0, 1, 3, 2}) {
