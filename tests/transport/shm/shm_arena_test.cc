@@ -222,6 +222,19 @@ TEST(ShmArenaWrite, WritesIntoAnArenaAreMappedCopiesAndArriveBeforeTheNotify) {
   EXPECT_EQ(w.mapped_writes(), 2u);
   EXPECT_EQ(w.mapped_arenas(), 1u);
   EXPECT_EQ(std::memcmp(static_cast<std::byte*>(dst.value()) + 100, src.data() + 8192, 65536), 0);
+
+  // Small writes into an arena: one ring slot's worth stays inline (not counted); more is one mapped copy instead
+  // of a ring message per slot.
+  ASSERT_TRUE(w.write(*src_mr.value(), 0, dst_mr.value()->remote_key(), 200000, 200, 80).ok());
+  EXPECT_EQ(pair.next_at_1().notify, 80u);
+  EXPECT_EQ(w.mapped_writes(), 2u);
+  ASSERT_TRUE(w.write(*src_mr.value(), 1000, dst_mr.value()->remote_key(), 300000, 3000, 81).ok());
+  Message small = pair.next_at_1();
+  EXPECT_EQ(small.kind, MessageKind::kNotify);
+  EXPECT_EQ(small.notify, 81u);
+  EXPECT_EQ(w.mapped_writes(), 3u);
+  EXPECT_EQ(std::memcmp(static_cast<std::byte*>(dst.value()) + 100 + 200000, src.data(), 200), 0);
+  EXPECT_EQ(std::memcmp(static_cast<std::byte*>(dst.value()) + 100 + 300000, src.data() + 1000, 3000), 0);
   dst_mr.value().reset();
   EXPECT_TRUE(mem_free(dst.value()).ok());
 }
