@@ -33,10 +33,11 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-bool write_all(int fd, const void* p, size_t n) {
-  auto* b = static_cast<const char*>(p);
+// Moves all n bytes with `call` (read or write), retrying short transfers; false on an error or end of file.
+template <typename Call>
+bool transfer_all(int fd, char* b, size_t n, Call call) {
   while (n > 0) {
-    ssize_t k = ::write(fd, b, n);
+    ssize_t k = call(fd, b, n);
     if (k <= 0) return false;
     b += k;
     n -= static_cast<size_t>(k);
@@ -44,15 +45,13 @@ bool write_all(int fd, const void* p, size_t n) {
   return true;
 }
 
+bool write_all(int fd, const void* p, size_t n) {
+  return transfer_all(fd, const_cast<char*>(static_cast<const char*>(p)), n,
+                      [](int f, char* b, size_t k) { return ::write(f, b, k); });
+}
+
 bool read_all(int fd, void* p, size_t n) {
-  auto* b = static_cast<char*>(p);
-  while (n > 0) {
-    ssize_t k = ::read(fd, b, n);
-    if (k <= 0) return false;
-    b += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
+  return transfer_all(fd, static_cast<char*>(p), n, [](int f, char* b, size_t k) { return ::read(f, b, k); });
 }
 
 // A forked child that runs `body(fd)` on its end of a socket pair and exits; the parent keeps the other end.

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "shm_process_util.h"
 #include "shm_test_util.h"
 #include "transport/shm/shm_endpoint.h"
 #include "transport/shm/shm_memory_region.h"
@@ -24,44 +25,7 @@ constexpr size_t kToChild = (8u << 20) + 333;  // parent -> child write
 constexpr size_t kToParent = (1u << 20) + 5;   // child -> parent write
 constexpr size_t kOffset = 4100;               // where in the peer's region the write lands
 
-bool put(int fd, const std::string& s) {
-  uint32_t n = static_cast<uint32_t>(s.size());
-  return ::write(fd, &n, 4) == 4 && ::write(fd, s.data(), n) == static_cast<ssize_t>(n);
-}
-
-bool get(int fd, std::string* s) {
-  uint32_t n = 0;
-  if (::read(fd, &n, 4) != 4) return false;
-  s->resize(n);
-  for (size_t done = 0; done < n;) {
-    ssize_t got = ::read(fd, s->data() + done, n - done);
-    if (got <= 0) return false;
-    done += static_cast<size_t>(got);
-  }
-  return true;
-}
-
-[[noreturn]] void child_fail(int code, const std::string& what) {
-  std::fprintf(stderr, "shm arena test child: %s\n", what.c_str());
-  ::_exit(code);
-}
-
-struct Side {
-  std::unique_ptr<Transport> transport;
-  std::unique_ptr<Endpoint> endpoint;
-  ShmEndpoint& shm() { return dynamic_cast<ShmEndpoint&>(*endpoint); }
-};
-
-Result<Side> connect_side(int rank, const std::string& job, int fd) {
-  Side side;
-  ZW_ASSIGN_OR_RETURN(side.transport, create_shm_transport(TransportOptions{rank, 2, job, ""}));
-  ZW_ASSIGN_OR_RETURN(std::string mine, side.transport->listen());
-  std::string theirs;
-  if (!put(fd, mine) || !get(fd, &theirs)) return Status(Code::kInternal, "address exchange failed");
-  ZW_ASSIGN_OR_RETURN(side.endpoint, side.transport->connect(1 - rank, theirs));
-  ZW_TRY(side.endpoint->wait_connected(Deadline::after_seconds(10)));
-  return side;
-}
+ShmEndpoint& shm_of(Side& side) { return dynamic_cast<ShmEndpoint&>(*side.endpoint); }
 
 // An arena-backed region of `bytes` (plus kOffset) and its key.
 struct ArenaBuffer {
@@ -81,7 +45,7 @@ struct ArenaBuffer {
 };
 
 [[noreturn]] void child_main(const std::string& job, int fd) {
-  auto side = connect_side(1, job, fd);
+  auto side = connect_side(1, job, fd, fd);
   if (!side.ok()) child_fail(10, side.status().to_string());
   ArenaBuffer inbox, outbox;
   if (!inbox.init(*side->transport, kToChild).ok() || !outbox.init(*side->transport, kToParent).ok())
@@ -100,9 +64,9 @@ struct ArenaBuffer {
   if (bad != kToChild) child_fail(16, "the parent's write differs at byte " + std::to_string(bad));
   if (inbox.base[64 + kOffset - 1] != std::byte{0x11} || inbox.base[64 + kOffset + kToChild] != std::byte{0x11})
     child_fail(17, "the parent's write spilled outside its range");
-  Status s = side->shm().write(*outbox.mr, 0, parent_key, kOffset, kToParent, 7);
+  Status s = shm_of(*side).write(*outbox.mr, 0, parent_key, kOffset, kToParent, 7);
   if (!s.ok()) child_fail(18, s.to_string());
-  if (side->shm().mapped_writes() != 1) child_fail(19, "the child's write did not go through the mapped arena");
+  if (shm_of(*side).mapped_writes() != 1) child_fail(19, "the child's write did not go through the mapped arena");
   got = poll_wait(*side->transport, *side->endpoint, &m);  // the parent verified; our memory may go
   if (!got.ok() || !got.value() || text_of(m.payload()) != "done") child_fail(20, "no 'done' from the parent");
   ::_exit(0);
@@ -119,7 +83,7 @@ TEST(ShmArenaProcess, WritesIntoAnotherProcesssArenaGoThroughTheMapping) {
     child_main(job, fds[1]);
   }
   ::close(fds[1]);
-  auto side = connect_side(0, job, fds[0]);
+  auto side = connect_side(0, job, fds[0], fds[0]);
   ASSERT_TRUE(side.ok()) << side.status().to_string();
   ArenaBuffer inbox, outbox;
   ASSERT_TRUE(inbox.init(*side->transport, kToParent).ok());
@@ -135,10 +99,10 @@ TEST(ShmArenaProcess, WritesIntoAnotherProcesssArenaGoThroughTheMapping) {
   EXPECT_TRUE(key->has_arena());
   std::vector<std::byte> child_key(m.payload().begin(), m.payload().end());
   ASSERT_TRUE(side->endpoint->send(inbox.mr->remote_key()).ok());
-  Status s = side->shm().write(*outbox.mr, 0, child_key, kOffset, kToChild, 42);
+  Status s = shm_of(*side).write(*outbox.mr, 0, child_key, kOffset, kToChild, 42);
   ASSERT_TRUE(s.ok()) << s.to_string();
-  EXPECT_EQ(side->shm().mapped_writes(), 1u) << "the write went through process_vm_writev, not the mapping";
-  EXPECT_EQ(side->shm().mapped_arenas(), 1u);
+  EXPECT_EQ(shm_of(*side).mapped_writes(), 1u) << "the write went through process_vm_writev, not the mapping";
+  EXPECT_EQ(shm_of(*side).mapped_arenas(), 1u);
 
   got = poll_wait(*side->transport, *side->endpoint, &m);
   ASSERT_TRUE(got.ok() && got.value()) << status_of(got).to_string();

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "shm_process_util.h"
 #include "shm_test_util.h"
 #include "transport/shm/shm_memory_region.h"
 #include "transport/shm/shm_queue.h"
@@ -31,47 +32,6 @@ struct Pipes {
       if (fd >= 0) ::close(fd);
   }
 };
-
-bool put(int fd, const std::string& s) {
-  uint32_t n = static_cast<uint32_t>(s.size());
-  return ::write(fd, &n, 4) == 4 && ::write(fd, s.data(), n) == static_cast<ssize_t>(n);
-}
-
-bool get(int fd, std::string* s) {
-  uint32_t n = 0;
-  if (::read(fd, &n, 4) != 4) return false;
-  s->resize(n);
-  size_t done = 0;
-  while (done < n) {
-    ssize_t got = ::read(fd, s->data() + done, n - done);
-    if (got <= 0) return false;
-    done += static_cast<size_t>(got);
-  }
-  return true;
-}
-
-[[noreturn]] void child_fail(int code, const std::string& what) {
-  std::fprintf(stderr, "shm test child: %s\n", what.c_str());
-  ::_exit(code);
-}
-
-struct Side {
-  std::unique_ptr<Transport> transport;
-  std::unique_ptr<Endpoint> endpoint;
-};
-
-// Creates rank `rank` of a world of two, trades addresses over (in_fd, out_fd) and connects to the other.
-Result<Side> connect_side(int rank, const std::string& job, int in_fd, int out_fd) {
-  Side side;
-  ZW_ASSIGN_OR_RETURN(side.transport, create_shm_transport(TransportOptions{rank, 2, job, ""}));
-  ZW_ASSIGN_OR_RETURN(std::string mine, side.transport->listen());
-  std::string theirs;
-  if (!put(out_fd, mine) || !get(in_fd, &theirs))
-    return Status(Code::kInternal, "address exchange over the pipe failed");
-  ZW_ASSIGN_OR_RETURN(side.endpoint, side.transport->connect(1 - rank, theirs));
-  ZW_TRY(side.endpoint->wait_connected(Deadline::after_seconds(10)));
-  return side;
-}
 
 Result<Message> next_message(Side& side) {
   Message m;
