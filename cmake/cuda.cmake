@@ -3,8 +3,8 @@
 # Included by the top-level CMakeLists.txt right after find_package(CUDAToolkit). When the toolkit and nvcc are
 # both found it enables CUDA (sm_90 by default, for H100/H200; override with -DCMAKE_CUDA_ARCHITECTURES=...),
 # builds device code with -O3 and sets ZW_CUDA_ENABLED. Without nvcc it does nothing, so the project still
-# configures and builds on CPU-only machines. It also queues, for the end of the top-level configure, the GPU
-# folders (src/collectives/kernels/cuda, tests/gpu, bench/gpu) unless a CMakeLists.txt already added them.
+# configures and builds on CPU-only machines; the GPU folders (src/kernels/cuda, src/tensor/cuda, tests/gpu,
+# bench/gpu) test ZW_CUDA_ENABLED themselves.
 # Non-goals: choosing a CUDA host compiler other than the C++ one, multi-architecture fat binaries by default.
 include(CheckLanguage)
 

@@ -29,7 +29,7 @@
 #include <tuple>
 #include <vector>
 
-#include "collectives/kernels/element.h"
+#include "kernels/element.h"
 #include "zero/offload_pipeline.h"
 #include "zero/optim/pinned_buffer.h"
 

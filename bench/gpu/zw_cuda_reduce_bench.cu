@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "collectives/kernels/cuda/reduce_cuda.h"
+#include "kernels/cuda/reduce_cuda.h"
 
 namespace {
 

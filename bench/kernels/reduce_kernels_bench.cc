@@ -17,7 +17,7 @@
 #include <random>
 #include <string>
 
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 #include "zerowire/types.h"
 
 namespace zw::kernels {

@@ -5,7 +5,7 @@
 #include "collectives/algorithms.h"
 #include "collectives/gpu_path.h"
 #include "collectives/host_task.h"
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 #include "zerowire/communicator.h"
 
 namespace zw {

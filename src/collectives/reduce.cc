@@ -4,7 +4,7 @@
 // child) to its own input and sends the result to its parent; the root accumulates straight into its output.
 // A leaf sends its input without copying. Receives for chunk i+1 are posted before waiting on chunk i.
 #include "collectives/algorithms.h"
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 
 namespace zw::internal {
 

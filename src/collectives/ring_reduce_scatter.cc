@@ -6,7 +6,7 @@
 // into the output. A slot is re-posted only after its forwarded write completed locally, so the sender's
 // data is never overwritten in flight. Step 0 sends from the input itself (no copy).
 #include "collectives/algorithms.h"
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 
 namespace zw::internal {
 namespace {

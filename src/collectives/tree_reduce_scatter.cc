@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "collectives/algorithms.h"
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 #include "collectives/tree_shape.h"
 
 namespace zw::internal {

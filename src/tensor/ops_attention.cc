@@ -6,19 +6,27 @@
 //   backward  dP = dO·Vᵀ,  dV += Pᵀ·dO,  dS = P ∘ (dP - rowsum(P ∘ dP)) / sqrt(hs),  dQ += dS·K,  dK += dSᵀ·Q
 // Every product is a gemm on strided views. Rows go in blocks of kBlock queries: a block of rows [r0, r1) only
 // needs keys [0, r1), so most of the upper triangle is never computed. Only the probabilities are saved; scratch
-// ([T, T]) holds dP / dS for one (b, h). Non-goals: flash-style online softmax, dropout, masks other than causal,
-// KV caches.
+// ([T, T]) holds dP / dS for one (b, h). `out` is not needed here (the CUDA path's flash backward uses it).
+// The CUDA path (cuda/attention.cu) is flash attention and saves only each row's log-sum-exp.
+// Non-goals: flash-style online softmax on the CPU, dropout, masks other than causal, KV caches.
 #include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "tensor/cuda/cuda_ops.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
 
 namespace zw::tensor {
 
-Shape attention_probs_shape(int64_t batch, int64_t seq, int num_heads) { return Shape{batch, num_heads, seq, seq}; }
-Shape attention_scratch_shape(int64_t seq) { return Shape{seq, seq}; }
+Shape attention_stats_shape(MemKind device, int64_t batch, int64_t seq, int num_heads) {
+  if (device == MemKind::kCudaDevice) return Shape{batch, num_heads, seq};
+  return Shape{batch, num_heads, seq, seq};
+}
+Shape attention_scratch_shape(MemKind device, int64_t batch, int64_t seq, int num_heads) {
+  if (device == MemKind::kCudaDevice) return Shape{batch, num_heads, seq};
+  return Shape{seq, seq};
+}
 
 namespace {
 
@@ -84,33 +92,29 @@ void attention_backward_head(F* dq, F* dk, F* dv, F* D, const F* dO, const F* P,
   }
 }
 
-Status check_common(const char* op, const Tensor& qkv, const Tensor& att, int64_t* B, int64_t* T, int64_t* C,
-                    int64_t* NH) {
-  ZW_TRY(detail::check_rank(op, "qkv", qkv, qkv.dtype, 3));
-  ZW_TRY(detail::check_rank(op, "att", att, qkv.dtype, 4));
+// qkv [B,T,3C] split into num_heads heads, and stats of its device's shape.
+Status check_common(const detail::Checker& c, const Tensor& qkv, const Tensor& stats, int num_heads, int64_t* B,
+                    int64_t* T, int64_t* C) {
   *B = qkv.shape[0];
   *T = qkv.shape[1];
   *C = qkv.shape[2] / 3;
-  *NH = att.shape[1];
-  if (qkv.shape[2] % 3 != 0 || *NH <= 0 || *C % *NH != 0)
-    return Status(Code::kInvalidArgument, std::string(op) + ": qkv " + qkv.shape.to_string() + " and att " +
-                                              att.shape.to_string() + " do not split into heads");
-  return detail::check(op, "att", att, qkv.dtype, attention_probs_shape(*B, *T, int(*NH)));
+  if (qkv.shape[2] % 3 != 0 || num_heads <= 0 || *C % num_heads != 0)
+    return c.error("qkv " + qkv.shape.to_string() + " does not split into q, k, v of " + std::to_string(num_heads) +
+                   " heads");
+  const MemKind kind = c.cuda() ? MemKind::kCudaDevice : MemKind::kHost;
+  return c.stats("stats", stats, attention_stats_shape(kind, *B, *T, num_heads));
 }
 
 }  // namespace
 
 Status attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, int num_heads) {
-  const char* op = "attention_forward";
-  ZW_TRY(detail::check_rank(op, "att", att, qkv.dtype, 4));
-  if (att.shape[1] != num_heads)
-    return Status(Code::kInvalidArgument, std::string(op) + ": att " + att.shape.to_string() + " is not for " +
-                                              std::to_string(num_heads) + " heads");
-  int64_t B, T, C, NH;
-  ZW_TRY(check_common(op, qkv, att, &B, &T, &C, &NH));
-  ZW_TRY(detail::check(op, "out", out, qkv.dtype, Shape{B, T, C}));
-  const int64_t hs = C / NH;
-  return detail::dispatch_float(op, qkv.dtype, [&](auto tag) {
+  ZW_ASSIGN_OR_RETURN(const detail::Checker c, detail::Checker::make("attention_forward", "qkv", qkv, 3));
+  int64_t B, T, C;
+  ZW_TRY(check_common(c, qkv, att, num_heads, &B, &T, &C));
+  ZW_TRY(c.value("out", out, Shape{B, T, C}));
+  if (c.cuda()) return cuda::attention_forward(out, att, qkv, num_heads);
+  const int64_t NH = num_heads, hs = C / NH;
+  return detail::dispatch_float(c.op(), qkv.dtype, [&](auto tag) {
     using F = decltype(tag);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < NH; ++h) {
@@ -122,17 +126,21 @@ Status attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv
   });
 }
 
-Status attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout, const Tensor& qkv,
-                          const Tensor& att) {
-  const char* op = "attention_backward";
-  int64_t B, T, C, NH;
-  ZW_TRY(check_common(op, qkv, att, &B, &T, &C, &NH));
-  ZW_TRY(detail::check(op, "dout", dout, qkv.dtype, Shape{B, T, C}));
-  ZW_TRY(detail::check(op, "scratch", scratch, qkv.dtype, attention_scratch_shape(T)));
-  ZW_TRY(detail::check_optional(op, "dqkv", dqkv, qkv.dtype, qkv.shape));
+Status attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout, const Tensor& out,
+                          const Tensor& qkv, const Tensor& att, int num_heads, GradInit init) {
+  ZW_ASSIGN_OR_RETURN(const detail::Checker c, detail::Checker::make("attention_backward", "qkv", qkv, 3));
+  int64_t B, T, C;
+  ZW_TRY(check_common(c, qkv, att, num_heads, &B, &T, &C));
+  const MemKind kind = c.cuda() ? MemKind::kCudaDevice : MemKind::kHost;
+  ZW_TRY(c.value("dout", dout, Shape{B, T, C}));
+  ZW_TRY(c.value("out", out, Shape{B, T, C}));
+  ZW_TRY(c.stats("scratch", scratch, attention_scratch_shape(kind, B, T, num_heads)));
+  ZW_TRY(c.grad("dqkv", dqkv, qkv.shape));
   if (!dqkv.defined()) return Status();
-  const int64_t hs = C / NH;
-  return detail::dispatch_float(op, qkv.dtype, [&](auto tag) {
+  if (c.cuda()) return cuda::attention_backward(dqkv, scratch, dout, out, qkv, att, num_heads, init);
+  detail::zero_for_overwrite(dqkv, init);
+  const int64_t NH = num_heads, hs = C / NH;
+  return detail::dispatch_float(c.op(), qkv.dtype, [&](auto tag) {
     using F = decltype(tag);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < NH; ++h) {

@@ -1,68 +1,99 @@
 // tensor/ops_basic.cc — argument checks and the simple ops: token+position embedding, GELU, residual add.
 //
-// GELU in f32 runs the vectorized kernels of ops_vec.cc; f64 (gradient checks) keeps the reference loops.
-// Non-goals: vectorization beyond what the compiler does for the other ops.
+// Each public op checks its arguments once (detail::Checker) and then runs the CPU loops here or the CUDA
+// implementation (cuda/cuda_ops.h). GELU in f32 runs the vectorized kernels of ops_vec.cc; f64 (gradient checks)
+// keeps the reference loops. Non-goals: vectorization beyond what the compiler does for the other ops.
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <type_traits>
 
+#include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda_context.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
 
 namespace zw::tensor {
 namespace detail {
 
-Status check_rank(const char* op, const char* name, const Tensor& t, DataType dtype, int min_rank) {
-  if (!t.defined() && t.numel() != 0)
+Result<Checker> Checker::make(const char* op, const char* name, const Tensor& primary, int min_rank) {
+  if (!primary.defined() && primary.numel() != 0)
     return Status(Code::kInvalidArgument, std::string(op) + ": " + name + " is undefined");
-  if (t.dtype != dtype)
-    return Status(Code::kInvalidArgument,
-                  std::string(op) + ": " + name + " is " + t.describe() + ", expected dtype " + dtype_name(dtype));
-  if (!t.on_host())
-    return Status(Code::kUnsupported, std::string(op) + ": " + name + " lives on " + mem_kind_name(t.mem.kind) +
-                                          "; only the CPU path exists so far");
+  const MemKind kind = primary.mem.kind;
+  const DataType d = primary.dtype;
+  if (kind == MemKind::kHost) {
+    if (d != DataType::kFloat32 && d != DataType::kFloat64)
+      return Status(Code::kUnsupported, std::string(op) + ": " + name + " is " + primary.describe() +
+                                            "; the CPU path computes in f32 or f64 (convert f16/bf16 first)");
+  } else {
+    if (d != DataType::kFloat32 && d != DataType::kBFloat16 && d != DataType::kFloat16)
+      return Status(Code::kUnsupported, std::string(op) + ": " + name + " is " + primary.describe() +
+                                            "; the CUDA path computes on f32, bf16 or f16 values");
+    const CudaContext* ctx = current_cuda_context();
+    if (ctx == nullptr)
+      return Status(Code::kInvalidArgument, std::string(op) + ": " + name + " is device memory but no CUDA context "
+                                                "is current on this thread; create a tensor::CudaContext and hold a "
+                                                "CudaScope while calling device ops");
+    if (ctx->device() != primary.mem.device)
+      return Status(Code::kInvalidArgument, std::string(op) + ": " + name + " is on CUDA device " +
+                                                std::to_string(primary.mem.device) + " but the current context is "
+                                                "for device " + std::to_string(ctx->device()));
+  }
+  Checker c(op, kind, primary.mem.device, d);
+  ZW_TRY(c.rank(name, primary, d, min_rank));
+  return c;
+}
+
+Status Checker::device_of(const char* name, const Tensor& t) const {
+  if (t.mem.kind == kind_ && (kind_ == MemKind::kHost || t.mem.device == device_)) return Status();
+  return error(std::string(name) + " is " + t.describe() + (t.mem.kind == MemKind::kCudaDevice
+                                                                 ? " (device " + std::to_string(t.mem.device) + ")"
+                                                                 : std::string()) +
+               " but this call runs on " + (cuda() ? "CUDA device " + std::to_string(device_) : std::string("the host")) +
+               "; every tensor of one call must live on one device");
+}
+
+Status Checker::rank(const char* name, const Tensor& t, DataType dtype, int min_rank) const {
+  if (!t.defined() && t.numel() != 0) return error(std::string(name) + " is undefined");
+  ZW_TRY(device_of(name, t));
+  if (t.dtype != dtype) return error(std::string(name) + " is " + t.describe() + ", expected dtype " + dtype_name(dtype));
   if (t.shape.rank < min_rank || t.numel() < 0)
-    return Status(Code::kInvalidArgument, std::string(op) + ": " + name + " has shape " + t.shape.to_string() +
-                                              ", expected at least " + std::to_string(min_rank) + " dims");
+    return error(std::string(name) + " has shape " + t.shape.to_string() + ", expected at least " +
+                 std::to_string(min_rank) + " dims");
   return Status();
 }
 
-Status check(const char* op, const char* name, const Tensor& t, DataType dtype, const Shape& shape) {
-  ZW_TRY(check_rank(op, name, t, dtype, 0));
+Status Checker::check(const char* name, const Tensor& t, DataType dtype, const Shape& shape, bool optional) const {
+  if (optional && !t.defined()) return Status();
+  ZW_TRY(rank(name, t, dtype, 0));
   if (!(t.shape == shape))
-    return Status(Code::kInvalidArgument, std::string(op) + ": " + name + " has shape " + t.shape.to_string() +
-                                              ", expected " + shape.to_string());
+    return error(std::string(name) + " has shape " + t.shape.to_string() + ", expected " + shape.to_string());
   return Status();
 }
 
-Status check_optional(const char* op, const char* name, const Tensor& t, DataType dtype, const Shape& shape) {
-  if (!t.defined()) return Status();
-  return check(op, name, t, dtype, shape);
+void zero_for_overwrite(const Tensor& grad, GradInit init) {
+  if (init == GradInit::kOverwrite && grad.defined() && grad.on_host()) std::memset(grad.mem.ptr, 0, grad.bytes());
 }
 
 }  // namespace detail
 
-using detail::check;
-using detail::check_optional;
-using detail::check_rank;
+using detail::Checker;
 
 Status embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) {
-  const char* op = "embedding_forward";
-  ZW_TRY(check_rank(op, "tokens", tokens, DataType::kInt32, 2));
-  ZW_TRY(check_rank(op, "wte", wte, wte.dtype, 2));
+  ZW_ASSIGN_OR_RETURN(const Checker c, Checker::make("embedding_forward", "wte", wte, 2));
+  ZW_TRY(c.rank("tokens", tokens, DataType::kInt32, 2));
   const int64_t B = tokens.shape[0], T = tokens.shape[1], V = wte.shape[0], C = wte.shape[1];
-  ZW_TRY(check(op, "out", out, wte.dtype, Shape{B, T, C}));
-  ZW_TRY(check_rank(op, "wpe", wpe, wte.dtype, 2));
+  ZW_TRY(c.value("out", out, Shape{B, T, C}));
+  ZW_TRY(c.rank("wpe", wpe, c.dtype(), 2));
   if (wpe.shape[0] < T || wpe.shape[1] != C)
-    return Status(Code::kInvalidArgument, std::string(op) + ": wpe " + wpe.shape.to_string() +
-                                              " cannot serve T=" + std::to_string(T) + ", C=" + std::to_string(C));
+    return c.error("wpe " + wpe.shape.to_string() + " cannot serve T=" + std::to_string(T) + ", C=" + std::to_string(C));
+  if (c.cuda()) return cuda::embedding_forward(out, tokens, wte, wpe);
   const int32_t* tok = tokens.data<int32_t>();
   for (int64_t i = 0; i < B * T; ++i)
     if (tok[i] < 0 || tok[i] >= V)
-      return Status(Code::kInvalidArgument, std::string(op) + ": token " + std::to_string(tok[i]) + " at position " +
-                                                std::to_string(i) + " is outside the vocabulary [0, " +
-                                                std::to_string(V) + ")");
-  return detail::dispatch_float(op, wte.dtype, [&](auto tag) {
+      return c.error("token " + std::to_string(tok[i]) + " at position " + std::to_string(i) +
+                     " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  return detail::dispatch_float(c.op(), wte.dtype, [&](auto tag) {
     using F = decltype(tag);
     F* o = out.data<F>();
     const F* te = wte.data<F>();
@@ -79,17 +110,21 @@ Status embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& 
 }
 
 Status embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
-  const char* op = "embedding_backward";
-  ZW_TRY(check_rank(op, "dout", dout, dout.dtype, 3));
+  ZW_ASSIGN_OR_RETURN(const Checker c, Checker::make("embedding_backward", "dout", dout, 3));
   const int64_t B = dout.shape[0], T = dout.shape[1], C = dout.shape[2];
-  ZW_TRY(check(op, "tokens", tokens, DataType::kInt32, Shape{B, T}));
-  if (dwte.defined()) ZW_TRY(check_rank(op, "dwte", dwte, dout.dtype, 2));
-  if (dwpe.defined()) ZW_TRY(check_rank(op, "dwpe", dwpe, dout.dtype, 2));
+  ZW_TRY(c.ids("tokens", tokens, Shape{B, T}));
+  if (dwte.defined()) ZW_TRY(c.rank("dwte", dwte, c.param_grad_dtype(), 2));
+  if (dwpe.defined()) ZW_TRY(c.rank("dwpe", dwpe, c.param_grad_dtype(), 2));
   if ((dwte.defined() && dwte.shape[1] != C) || (dwpe.defined() && (dwpe.shape[1] != C || dwpe.shape[0] < T)))
-    return Status(Code::kInvalidArgument,
-                  std::string(op) + ": gradient shapes do not match dout " + dout.shape.to_string());
+    return c.error("gradient shapes do not match dout " + dout.shape.to_string());
+  if (c.cuda()) return cuda::embedding_backward(dwte, dwpe, dout, tokens);
   const int32_t* tok = tokens.data<int32_t>();
-  return detail::dispatch_float(op, dout.dtype, [&](auto tag) {
+  const int64_t V = dwte.defined() ? dwte.shape[0] : 0;
+  for (int64_t i = 0; dwte.defined() && i < B * T; ++i)
+    if (tok[i] < 0 || tok[i] >= V)
+      return c.error("token " + std::to_string(tok[i]) + " at position " + std::to_string(i) +
+                     " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  return detail::dispatch_float(c.op(), dout.dtype, [&](auto tag) {
     using F = decltype(tag);
     const F* d = dout.data<F>();
     F* gte = dwte.data<F>();
@@ -116,9 +151,10 @@ constexpr double kGeluCubic = 0.044715;
 }  // namespace
 
 Status gelu_forward(const Tensor& out, const Tensor& inp) {
-  ZW_TRY(check_rank("gelu_forward", "inp", inp, inp.dtype, 0));
-  ZW_TRY(check("gelu_forward", "out", out, inp.dtype, inp.shape));
-  return detail::dispatch_float("gelu_forward", inp.dtype, [&](auto tag) {
+  ZW_ASSIGN_OR_RETURN(const Checker c, Checker::make("gelu_forward", "inp", inp, 0));
+  ZW_TRY(c.value("out", out, inp.shape));
+  if (c.cuda()) return cuda::gelu_forward(out, inp);
+  return detail::dispatch_float(c.op(), inp.dtype, [&](auto tag) {
     using F = decltype(tag);
     const F* x = inp.data<F>();
     F* y = out.data<F>();
@@ -135,12 +171,16 @@ Status gelu_forward(const Tensor& out, const Tensor& inp) {
   });
 }
 
-Status gelu_backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp) {
-  ZW_TRY(check_rank("gelu_backward", "inp", inp, inp.dtype, 0));
-  ZW_TRY(check("gelu_backward", "dout", dout, inp.dtype, inp.shape));
-  ZW_TRY(check_optional("gelu_backward", "dinp", dinp, inp.dtype, inp.shape));
+Status gelu_backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp, GradInit init) {
+  ZW_ASSIGN_OR_RETURN(const Checker c, Checker::make("gelu_backward", "inp", inp, 0));
+  ZW_TRY(c.value("dout", dout, inp.shape));
+  ZW_TRY(c.grad("dinp", dinp, inp.shape));
   if (!dinp.defined()) return Status();
-  return detail::dispatch_float("gelu_backward", inp.dtype, [&](auto tag) {
+  if (ranges_overlap(dinp.mem.ptr, dinp.bytes(), dout.mem.ptr, dout.bytes()))
+    return c.error("dinp overlaps dout; pass a separate gradient buffer");
+  if (c.cuda()) return cuda::gelu_backward(dinp, dout, inp, init);
+  detail::zero_for_overwrite(dinp, init);
+  return detail::dispatch_float(c.op(), inp.dtype, [&](auto tag) {
     using F = decltype(tag);
     const F* x = inp.data<F>();
     const F* dy = dout.data<F>();
@@ -161,10 +201,11 @@ Status gelu_backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp) 
 }
 
 Status residual_forward(const Tensor& out, const Tensor& a, const Tensor& b) {
-  ZW_TRY(check_rank("residual_forward", "a", a, a.dtype, 0));
-  ZW_TRY(check("residual_forward", "b", b, a.dtype, a.shape));
-  ZW_TRY(check("residual_forward", "out", out, a.dtype, a.shape));
-  return detail::dispatch_float("residual_forward", a.dtype, [&](auto tag) {
+  ZW_ASSIGN_OR_RETURN(const Checker c, Checker::make("residual_forward", "a", a, 0));
+  ZW_TRY(c.value("b", b, a.shape));
+  ZW_TRY(c.value("out", out, a.shape));
+  if (c.cuda()) return cuda::residual_forward(out, a, b);
+  return detail::dispatch_float(c.op(), a.dtype, [&](auto tag) {
     using F = decltype(tag);
     const F* x = a.data<F>();
     const F* y = b.data<F>();
@@ -174,15 +215,29 @@ Status residual_forward(const Tensor& out, const Tensor& a, const Tensor& b) {
   });
 }
 
-Status residual_backward(const Tensor& da, const Tensor& db, const Tensor& dout) {
-  ZW_TRY(check_rank("residual_backward", "dout", dout, dout.dtype, 0));
-  ZW_TRY(check_optional("residual_backward", "da", da, dout.dtype, dout.shape));
-  ZW_TRY(check_optional("residual_backward", "db", db, dout.dtype, dout.shape));
-  return detail::dispatch_float("residual_backward", dout.dtype, [&](auto tag) {
+Status residual_backward(const Tensor& da, const Tensor& db, const Tensor& dout, GradInit init) {
+  ZW_ASSIGN_OR_RETURN(const Checker c, Checker::make("residual_backward", "dout", dout, 0));
+  ZW_TRY(c.grad("da", da, dout.shape));
+  ZW_TRY(c.grad("db", db, dout.shape));
+  // A gradient that is dout's own memory already holds dout's contribution (the shared residual-stream gradient).
+  auto separate = [&](const char* name, const Tensor& g) -> Result<Tensor> {
+    if (!g.defined() || g.mem.ptr == dout.mem.ptr) return Tensor{};
+    if (ranges_overlap(g.mem.ptr, g.bytes(), dout.mem.ptr, dout.bytes()))
+      return c.error(std::string(name) + " partly overlaps dout; pass dout's own memory or a separate buffer");
+    return g;
+  };
+  ZW_ASSIGN_OR_RETURN(const Tensor ga, separate("da", da));
+  ZW_ASSIGN_OR_RETURN(const Tensor gb, separate("db", db));
+  if (ga.defined() && gb.defined() && ranges_overlap(ga.mem.ptr, ga.bytes(), gb.mem.ptr, gb.bytes()))
+    return c.error("da and db overlap");
+  if (c.cuda()) return cuda::residual_backward(ga, gb, dout, init);
+  detail::zero_for_overwrite(ga, init);
+  detail::zero_for_overwrite(gb, init);
+  return detail::dispatch_float(c.op(), dout.dtype, [&](auto tag) {
     using F = decltype(tag);
     const F* d = dout.data<F>();
     const int64_t n = dout.numel();
-    for (F* g : {da.data<F>(), db.data<F>()}) {
+    for (F* g : {ga.data<F>(), gb.data<F>()}) {
       if (g == nullptr) continue;
       for (int64_t i = 0; i < n; ++i) g[i] += d[i];
     }

@@ -1,4 +1,5 @@
-// tensor/ops_internal.h — helpers shared by the ops_*.cc files: dtype dispatch, argument checks, gemm overloads.
+// tensor/ops_internal.h — helpers shared by the ops_*.cc files: argument checks for both devices, the CPU path's
+// dtype dispatch and gemm overloads.
 //
 // Non-goals: anything callers outside src/tensor/ should see.
 #pragma once
@@ -8,12 +9,13 @@
 #include <cstdint>
 #include <string>
 
+#include "tensor/ops.h"
 #include "tensor/tensor.h"
 #include "zerowire/status.h"
 
 namespace zw::tensor::detail {
 
-// Calls fn(float{}) or fn(double{}) by dtype; any other dtype is kUnsupported.
+// Calls fn(float{}) or fn(double{}) by dtype (the CPU path); any other dtype is kUnsupported.
 template <typename Fn>
 Status dispatch_float(const char* op, DataType dtype, Fn&& fn) {
   switch (dtype) {
@@ -23,16 +25,54 @@ Status dispatch_float(const char* op, DataType dtype, Fn&& fn) {
       return fn(double{});
     default:
       return Status(Code::kUnsupported, std::string(op) + ": compute dtype " + dtype_name(dtype) +
-                                            " is not supported (f32 or f64; convert f16/bf16 first)");
+                                            " is not supported on the CPU (f32 or f64; convert f16/bf16 first)");
   }
 }
 
-// `t` must be a defined host tensor of `dtype` with `shape`.
-Status check(const char* op, const char* name, const Tensor& t, DataType dtype, const Shape& shape);
-// Like check() but an undefined tensor passes (optional gradient or bias).
-Status check_optional(const char* op, const char* name, const Tensor& t, DataType dtype, const Shape& shape);
-// `t` must be a defined host tensor of `dtype` with rank >= min_rank.
-Status check_rank(const char* op, const char* name, const Tensor& t, DataType dtype, int min_rank);
+// The argument checks of one op call, written once for both devices (the dtype rules of ops.h). make() reads the
+// device and the compute dtype F off the op's primary tensor; every other tensor is then checked against them:
+// same device (and CUDA ordinal), its role's dtype, its shape. On a CUDA device make() also requires a current
+// CudaContext on that device.
+class Checker {
+ public:
+  static Result<Checker> make(const char* op, const char* name, const Tensor& primary, int min_rank);
+
+  const char* op() const { return op_; }
+  bool cuda() const { return kind_ == MemKind::kCudaDevice; }
+  DataType dtype() const { return dtype_; }                                           // F
+  DataType param_grad_dtype() const { return cuda() ? DataType::kFloat32 : dtype_; }  // dweight, dbias, ...
+  DataType stats_dtype() const { return cuda() ? DataType::kFloat32 : dtype_; }       // mean/rstd, losses, ...
+
+  // `t` must be defined (or optional and undefined), on this call's device, of `dtype` with `shape`.
+  Status check(const char* name, const Tensor& t, DataType dtype, const Shape& shape, bool optional = false) const;
+  // As check() for the rank only (at least min_rank dims).
+  Status rank(const char* name, const Tensor& t, DataType dtype, int min_rank) const;
+  Status value(const char* name, const Tensor& t, const Shape& shape) const { return check(name, t, dtype_, shape); }
+  Status grad(const char* name, const Tensor& t, const Shape& shape) const {
+    return check(name, t, dtype_, shape, true);
+  }
+  Status param_grad(const char* name, const Tensor& t, const Shape& shape) const {
+    return check(name, t, param_grad_dtype(), shape, true);
+  }
+  Status stats(const char* name, const Tensor& t, const Shape& shape) const {
+    return check(name, t, stats_dtype(), shape);
+  }
+  Status ids(const char* name, const Tensor& t, const Shape& shape) const {
+    return check(name, t, DataType::kInt32, shape);
+  }
+  Status error(const std::string& what) const { return Status(Code::kInvalidArgument, std::string(op_) + ": " + what); }
+
+ private:
+  Checker(const char* op, MemKind kind, int device, DataType dtype) : op_(op), kind_(kind), device_(device), dtype_(dtype) {}
+  Status device_of(const char* name, const Tensor& t) const;
+  const char* op_;
+  MemKind kind_;
+  int device_;
+  DataType dtype_;
+};
+
+// With kOverwrite, zeroes a defined host gradient so that the CPU loops can keep accumulating.
+void zero_for_overwrite(const Tensor& grad, GradInit init);
 
 // Row-major C = alpha·op(A)·op(B) + beta·C.
 inline void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,

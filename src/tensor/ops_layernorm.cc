@@ -3,11 +3,13 @@
 // Backward, with xhat = (x - mean)·rstd and g = dout·weight per row of C elements:
 //   dx = rstd · (g - mean(g) - xhat · mean(g · xhat)),  dweight += dout · xhat,  dbias += dout.
 // f32 rows run the vectorized kernels of ops_vec.cc (same formulas, 16 partial sums); f64 keeps these loops.
+// residual_layernorm_forward is the residual add followed by layernorm_forward here (one fused pass on CUDA).
 // Non-goals: RMSNorm, a no-affine variant.
 #include <cmath>
 #include <string>
 #include <type_traits>
 
+#include "tensor/cuda/cuda_ops.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
 
@@ -17,15 +19,15 @@ Shape layernorm_stats_shape(const Shape& inp) { return Shape{inp.rows()}; }
 
 Status layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp,
                          const Tensor& weight, const Tensor& bias) {
-  const char* op = "layernorm_forward";
-  ZW_TRY(detail::check_rank(op, "inp", inp, inp.dtype, 1));
+  ZW_ASSIGN_OR_RETURN(const detail::Checker c, detail::Checker::make("layernorm_forward", "inp", inp, 1));
   const int64_t C = inp.shape.last(), N = inp.shape.rows();
-  ZW_TRY(detail::check(op, "out", out, inp.dtype, inp.shape));
-  ZW_TRY(detail::check(op, "mean", mean, inp.dtype, Shape{N}));
-  ZW_TRY(detail::check(op, "rstd", rstd, inp.dtype, Shape{N}));
-  ZW_TRY(detail::check(op, "weight", weight, inp.dtype, Shape{C}));
-  ZW_TRY(detail::check(op, "bias", bias, inp.dtype, Shape{C}));
-  return detail::dispatch_float(op, inp.dtype, [&](auto tag) {
+  ZW_TRY(c.value("out", out, inp.shape));
+  ZW_TRY(c.stats("mean", mean, Shape{N}));
+  ZW_TRY(c.stats("rstd", rstd, Shape{N}));
+  ZW_TRY(c.value("weight", weight, Shape{C}));
+  ZW_TRY(c.value("bias", bias, Shape{C}));
+  if (c.cuda()) return cuda::layernorm_forward(out, mean, rstd, inp, weight, bias);
+  return detail::dispatch_float(c.op(), inp.dtype, [&](auto tag) {
     using F = decltype(tag);
     const F* w = weight.data<F>();
     const F* b = bias.data<F>();
@@ -58,18 +60,22 @@ Status layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rs
 }
 
 Status layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                          const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
-  const char* op = "layernorm_backward";
-  ZW_TRY(detail::check_rank(op, "inp", inp, inp.dtype, 1));
+                          const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                          GradInit init) {
+  ZW_ASSIGN_OR_RETURN(const detail::Checker c, detail::Checker::make("layernorm_backward", "inp", inp, 1));
   const int64_t C = inp.shape.last(), N = inp.shape.rows();
-  ZW_TRY(detail::check(op, "dout", dout, inp.dtype, inp.shape));
-  ZW_TRY(detail::check_optional(op, "dinp", dinp, inp.dtype, inp.shape));
-  ZW_TRY(detail::check(op, "weight", weight, inp.dtype, Shape{C}));
-  ZW_TRY(detail::check_optional(op, "dweight", dweight, inp.dtype, Shape{C}));
-  ZW_TRY(detail::check_optional(op, "dbias", dbias, inp.dtype, Shape{C}));
-  ZW_TRY(detail::check(op, "mean", mean, inp.dtype, Shape{N}));
-  ZW_TRY(detail::check(op, "rstd", rstd, inp.dtype, Shape{N}));
-  return detail::dispatch_float(op, inp.dtype, [&](auto tag) {
+  ZW_TRY(c.value("dout", dout, inp.shape));
+  ZW_TRY(c.grad("dinp", dinp, inp.shape));
+  ZW_TRY(c.value("weight", weight, Shape{C}));
+  ZW_TRY(c.param_grad("dweight", dweight, Shape{C}));
+  ZW_TRY(c.param_grad("dbias", dbias, Shape{C}));
+  ZW_TRY(c.stats("mean", mean, Shape{N}));
+  ZW_TRY(c.stats("rstd", rstd, Shape{N}));
+  if (dinp.defined() && ranges_overlap(dinp.mem.ptr, dinp.bytes(), dout.mem.ptr, dout.bytes()))
+    return c.error("dinp overlaps dout; pass a separate gradient buffer");
+  if (c.cuda()) return cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, init);
+  detail::zero_for_overwrite(dinp, init);
+  return detail::dispatch_float(c.op(), inp.dtype, [&](auto tag) {
     using F = decltype(tag);
     const F* w = weight.data<F>();
     F* dw = dweight.data<F>();
@@ -103,6 +109,22 @@ Status layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tenso
     }
     return Status();
   });
+}
+
+Status residual_layernorm_forward(const Tensor& res, const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                                  const Tensor& a, const Tensor& b, const Tensor& weight, const Tensor& bias) {
+  ZW_ASSIGN_OR_RETURN(const detail::Checker c, detail::Checker::make("residual_layernorm_forward", "a", a, 1));
+  const int64_t C = a.shape.last(), N = a.shape.rows();
+  ZW_TRY(c.value("b", b, a.shape));
+  ZW_TRY(c.value("res", res, a.shape));
+  ZW_TRY(c.value("out", out, a.shape));
+  ZW_TRY(c.stats("mean", mean, Shape{N}));
+  ZW_TRY(c.stats("rstd", rstd, Shape{N}));
+  ZW_TRY(c.value("weight", weight, Shape{C}));
+  ZW_TRY(c.value("bias", bias, Shape{C}));
+  if (c.cuda()) return cuda::residual_layernorm_forward(res, out, mean, rstd, a, b, weight, bias);
+  ZW_TRY(residual_forward(res, a, b));
+  return layernorm_forward(out, mean, rstd, res, weight, bias);
 }
 
 }  // namespace zw::tensor

@@ -1,10 +1,13 @@
-// tensor/ops_linear.cc — fully connected layer out = inp · Wᵀ + b through cblas_sgemm / cblas_dgemm.
+// tensor/ops_linear.cc — fully connected layer out = inp · Wᵀ + b through cblas_sgemm / cblas_dgemm (CPU) or
+// cuBLASLt (cuda/linear.cu).
 //
 // Backward: dinp += dout · W,  dW += doutᵀ · inp,  db += column sums of dout (all gemms with beta = 1, which is
-// how the accumulate contract comes for free). Non-goals: batched or strided matmul, int8.
+// how the accumulate contract comes for free; beta = 0 for dinp with kOverwrite). Non-goals: batched or strided
+// matmul, int8.
 #include <climits>
 #include <string>
 
+#include "tensor/cuda/cuda_ops.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
 
@@ -25,15 +28,15 @@ Shape with_last(Shape s, int64_t last) {
 }  // namespace
 
 Status linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) {
-  const char* op = "linear_forward";
-  ZW_TRY(detail::check_rank(op, "inp", inp, inp.dtype, 1));
-  ZW_TRY(detail::check_rank(op, "weight", weight, inp.dtype, 2));
+  ZW_ASSIGN_OR_RETURN(const detail::Checker c, detail::Checker::make("linear_forward", "inp", inp, 1));
+  ZW_TRY(c.rank("weight", weight, c.dtype(), 2));
   const int64_t N = inp.shape.rows(), C = inp.shape.last(), OC = weight.shape[0];
-  ZW_TRY(detail::check(op, "weight", weight, inp.dtype, Shape{OC, C}));
-  ZW_TRY(detail::check_optional(op, "bias", bias, inp.dtype, Shape{OC}));
-  ZW_TRY(detail::check(op, "out", out, inp.dtype, with_last(inp.shape, OC)));
-  ZW_TRY(check_dims(op, N, C, OC));
-  return detail::dispatch_float(op, inp.dtype, [&](auto tag) {
+  ZW_TRY(c.value("weight", weight, Shape{OC, C}));
+  ZW_TRY(c.check("bias", bias, c.dtype(), Shape{OC}, true));
+  ZW_TRY(c.value("out", out, with_last(inp.shape, OC)));
+  ZW_TRY(check_dims(c.op(), N, C, OC));
+  if (c.cuda()) return cuda::linear_forward(out, inp, weight, bias);
+  return detail::dispatch_float(c.op(), inp.dtype, [&](auto tag) {
     using F = decltype(tag);
     F* o = out.data<F>();
     F beta = 0;
@@ -51,24 +54,26 @@ Status linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight
 }
 
 Status linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                       const Tensor& inp, const Tensor& weight) {
-  const char* op = "linear_backward";
-  ZW_TRY(detail::check_rank(op, "inp", inp, inp.dtype, 1));
-  ZW_TRY(detail::check_rank(op, "weight", weight, inp.dtype, 2));
+                       const Tensor& inp, const Tensor& weight, GradInit init) {
+  ZW_ASSIGN_OR_RETURN(const detail::Checker c, detail::Checker::make("linear_backward", "inp", inp, 1));
+  ZW_TRY(c.rank("weight", weight, c.dtype(), 2));
   const int64_t N = inp.shape.rows(), C = inp.shape.last(), OC = weight.shape[0];
-  ZW_TRY(detail::check(op, "weight", weight, inp.dtype, Shape{OC, C}));
-  ZW_TRY(detail::check(op, "dout", dout, inp.dtype, with_last(inp.shape, OC)));
-  ZW_TRY(detail::check_optional(op, "dinp", dinp, inp.dtype, inp.shape));
-  ZW_TRY(detail::check_optional(op, "dweight", dweight, inp.dtype, weight.shape));
-  ZW_TRY(detail::check_optional(op, "dbias", dbias, inp.dtype, Shape{OC}));
-  ZW_TRY(check_dims(op, N, C, OC));
+  ZW_TRY(c.value("weight", weight, Shape{OC, C}));
+  ZW_TRY(c.value("dout", dout, with_last(inp.shape, OC)));
+  ZW_TRY(c.grad("dinp", dinp, inp.shape));
+  ZW_TRY(c.param_grad("dweight", dweight, weight.shape));
+  ZW_TRY(c.param_grad("dbias", dbias, Shape{OC}));
+  ZW_TRY(check_dims(c.op(), N, C, OC));
+  if (dinp.defined() && ranges_overlap(dinp.mem.ptr, dinp.bytes(), dout.mem.ptr, dout.bytes()))
+    return c.error("dinp overlaps dout; pass a separate gradient buffer");
   if (N == 0) return Status();
-  return detail::dispatch_float(op, inp.dtype, [&](auto tag) {
+  if (c.cuda()) return cuda::linear_backward(dinp, dweight, dbias, dout, inp, weight, init);
+  return detail::dispatch_float(c.op(), inp.dtype, [&](auto tag) {
     using F = decltype(tag);
     const F* d = dout.data<F>();
     if (dinp.defined())
-      detail::gemm(false, false, int(N), int(C), int(OC), F(1), d, int(OC), weight.data<F>(), int(C), F(1),
-                   dinp.data<F>(), int(C));
+      detail::gemm(false, false, int(N), int(C), int(OC), F(1), d, int(OC), weight.data<F>(), int(C),
+                   init == GradInit::kOverwrite ? F(0) : F(1), dinp.data<F>(), int(C));
     if (dweight.defined())
       detail::gemm(true, false, int(OC), int(C), int(N), F(1), d, int(OC), inp.data<F>(), int(C), F(1),
                    dweight.data<F>(), int(C));

@@ -13,6 +13,8 @@ const char* op_kind_name(OpKind kind) {
       return "embedding";
     case OpKind::kLayerNorm:
       return "layernorm";
+    case OpKind::kResidualLayerNorm:
+      return "residual_layernorm";
     case OpKind::kLinear:
       return "linear";
     case OpKind::kGelu:
@@ -23,6 +25,8 @@ const char* op_kind_name(OpKind kind) {
       return "attention";
     case OpKind::kCrossEntropy:
       return "cross_entropy";
+    case OpKind::kCrossEntropyFused:
+      return "cross_entropy_fused";
   }
   return "unknown";
 }
@@ -36,22 +40,29 @@ Status backward_one(const TapeEntry& e) {
       return embedding_backward(e.in[0].grad, e.in[1].grad, dout, e.saved[0]);
     case OpKind::kLayerNorm:  // in: inp, weight, bias; saved: mean, rstd
       return layernorm_backward(e.in[0].grad, e.in[1].grad, e.in[2].grad, dout, e.in[0].value, e.in[1].value,
-                                e.saved[0], e.saved[1]);
+                                e.saved[0], e.saved[1], e.init);
+    case OpKind::kResidualLayerNorm:  // in: a, b, weight, bias; saved: mean, rstd, res value, res gradient
+      ZW_TRY(layernorm_backward(e.saved[3], e.in[2].grad, e.in[3].grad, dout, e.saved[2], e.in[2].value, e.saved[0],
+                                e.saved[1]));
+      return residual_backward(e.in[0].grad, e.in[1].grad, e.saved[3]);
     case OpKind::kLinear:  // in: inp, weight, bias
-      return linear_backward(e.in[0].grad, e.in[1].grad, e.in[2].grad, dout, e.in[0].value, e.in[1].value);
+      return linear_backward(e.in[0].grad, e.in[1].grad, e.in[2].grad, dout, e.in[0].value, e.in[1].value, e.init);
     case OpKind::kGelu:  // in: inp
-      return gelu_backward(e.in[0].grad, dout, e.in[0].value);
+      return gelu_backward(e.in[0].grad, dout, e.in[0].value, e.init);
     case OpKind::kResidual:  // in: a, b
       return residual_backward(e.in[0].grad, e.in[1].grad, dout);
-    case OpKind::kAttention:  // in: qkv; saved: att, scratch
-      return attention_backward(e.in[0].grad, e.saved[1], dout, e.in[0].value, e.saved[0]);
+    case OpKind::kAttention:  // in: qkv; saved: stats, scratch; scalar: heads
+      return attention_backward(e.in[0].grad, e.saved[1], dout, e.out.value, e.in[0].value, e.saved[0],
+                                int(e.scalar), e.init);
     case OpKind::kCrossEntropy:  // in: logits; saved: probs, targets
-      return cross_entropy_backward(e.in[0].grad, e.saved[0], e.saved[1], e.scalar);
+      return cross_entropy_backward(e.in[0].grad, e.saved[0], e.saved[1], e.scalar, e.init);
+    case OpKind::kCrossEntropyFused:  // the gradient was written by forward
+      return Status();
   }
   return Status(Code::kInternal, "tape: unknown op kind");
 }
 
-bool needs_dout(OpKind kind) { return kind != OpKind::kCrossEntropy; }
+bool needs_dout(OpKind kind) { return kind != OpKind::kCrossEntropy && kind != OpKind::kCrossEntropyFused; }
 
 }  // namespace
 
@@ -71,50 +82,68 @@ namespace record {
 
 Status embedding(Tape& tape, const Var& out, const Tensor& tokens, const Var& wte, const Var& wpe) {
   ZW_TRY(embedding_forward(out.value, tokens, wte.value, wpe.value));
-  tape.push(TapeEntry{OpKind::kEmbedding, out, {wte, wpe, {}}, {tokens, {}, {}}, 0.0});
+  tape.push(TapeEntry{OpKind::kEmbedding, out, {wte, wpe, {}, {}}, {tokens, {}, {}, {}}, 0.0});
   return Status();
 }
 
 Status layernorm(Tape& tape, const Var& out, const Tensor& mean, const Tensor& rstd, const Var& inp, const Var& weight,
-                 const Var& bias) {
+                 const Var& bias, GradInit init) {
   ZW_TRY(layernorm_forward(out.value, mean, rstd, inp.value, weight.value, bias.value));
-  tape.push(TapeEntry{OpKind::kLayerNorm, out, {inp, weight, bias}, {mean, rstd, {}}, 0.0});
+  tape.push(TapeEntry{OpKind::kLayerNorm, out, {inp, weight, bias, {}}, {mean, rstd, {}, {}}, 0.0, init});
   return Status();
 }
 
-Status linear(Tape& tape, const Var& out, const Var& inp, const Var& weight, const Var& bias) {
+Status residual_layernorm(Tape& tape, const Var& res, const Var& out, const Tensor& mean, const Tensor& rstd,
+                          const Var& a, const Var& b, const Var& weight, const Var& bias) {
+  if (!res.grad.defined())
+    return Status(Code::kInvalidArgument, "record residual_layernorm: res needs a gradient buffer for backward");
+  ZW_TRY(residual_layernorm_forward(res.value, out.value, mean, rstd, a.value, b.value, weight.value, bias.value));
+  tape.push(TapeEntry{OpKind::kResidualLayerNorm, out, {a, b, weight, bias}, {mean, rstd, res.value, res.grad}, 0.0});
+  return Status();
+}
+
+Status linear(Tape& tape, const Var& out, const Var& inp, const Var& weight, const Var& bias, GradInit init) {
   ZW_TRY(linear_forward(out.value, inp.value, weight.value, bias.value));
-  tape.push(TapeEntry{OpKind::kLinear, out, {inp, weight, bias}, {}, 0.0});
+  tape.push(TapeEntry{OpKind::kLinear, out, {inp, weight, bias, {}}, {}, 0.0, init});
   return Status();
 }
 
-Status gelu(Tape& tape, const Var& out, const Var& inp) {
+Status gelu(Tape& tape, const Var& out, const Var& inp, GradInit init) {
   ZW_TRY(gelu_forward(out.value, inp.value));
-  tape.push(TapeEntry{OpKind::kGelu, out, {inp, {}, {}}, {}, 0.0});
+  tape.push(TapeEntry{OpKind::kGelu, out, {inp, {}, {}, {}}, {}, 0.0, init});
   return Status();
 }
 
 Status residual(Tape& tape, const Var& out, const Var& a, const Var& b) {
   ZW_TRY(residual_forward(out.value, a.value, b.value));
-  tape.push(TapeEntry{OpKind::kResidual, out, {a, b, {}}, {}, 0.0});
+  tape.push(TapeEntry{OpKind::kResidual, out, {a, b, {}, {}}, {}, 0.0});
   return Status();
 }
 
-Status attention(Tape& tape, const Var& out, const Tensor& att, const Tensor& scratch, const Var& qkv, int num_heads) {
-  ZW_TRY(attention_forward(out.value, att, qkv.value, num_heads));
-  tape.push(TapeEntry{OpKind::kAttention, out, {qkv, {}, {}}, {att, scratch, {}}, 0.0});
+Status attention(Tape& tape, const Var& out, const Tensor& stats, const Tensor& scratch, const Var& qkv, int num_heads,
+                 GradInit init) {
+  ZW_TRY(attention_forward(out.value, stats, qkv.value, num_heads));
+  tape.push(TapeEntry{OpKind::kAttention, out, {qkv, {}, {}, {}}, {stats, scratch, {}, {}}, double(num_heads), init});
   return Status();
 }
 
 Status cross_entropy(Tape& tape, const Tensor& losses, const Tensor& probs, const Var& logits, const Tensor& targets,
-                     double* mean_loss) {
+                     double* mean_loss, double dloss_per_position, GradInit init) {
   ZW_TRY(cross_entropy_forward(losses, probs, logits.value, targets, mean_loss));
   const int64_t rows = probs.shape.rows();
-  tape.push(TapeEntry{OpKind::kCrossEntropy,
-                      Var{losses, {}},
-                      {logits, {}, {}},
-                      {probs, targets, {}},
-                      rows > 0 ? 1.0 / double(rows) : 0.0});
+  if (dloss_per_position == 0.0) dloss_per_position = rows > 0 ? 1.0 / double(rows) : 0.0;
+  tape.push(TapeEntry{OpKind::kCrossEntropy, Var{losses, {}}, {logits, {}, {}, {}}, {probs, targets, {}, {}},
+                      dloss_per_position, init});
+  return Status();
+}
+
+Status cross_entropy_fused(Tape& tape, const Tensor& losses, const Var& logits, const Tensor& targets,
+                           double dloss_per_position) {
+  if (!logits.grad.defined())
+    return Status(Code::kInvalidArgument, "record cross_entropy_fused: logits need a gradient buffer");
+  ZW_TRY(cross_entropy_forward_backward(losses, logits.grad, logits.value, targets, dloss_per_position));
+  tape.push(TapeEntry{OpKind::kCrossEntropyFused, Var{losses, {}}, {logits, {}, {}, {}}, {targets, {}, {}, {}},
+                      dloss_per_position});
   return Status();
 }
 

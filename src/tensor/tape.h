@@ -10,6 +10,8 @@
 // owns none of that memory, so everything recorded must stay alive and unchanged until backward() returns.
 // Gradients accumulate (see ops.h), so a Var used by several ops collects every contribution. The loss op seeds
 // the backward pass itself (cross_entropy records dloss = 1/rows for the mean loss).
+// Entries can be copied and their Vars redirected before replaying them (the model does so when a ZeRO-3 unit
+// was gathered to another address between forward and backward: see model/gpt.h).
 // Threading: a Tape is used by one thread at a time. Non-goals: a general graph, higher-order gradients,
 // automatic zeroing of parameter gradients, freeing activations early.
 #pragma once
@@ -23,16 +25,27 @@
 
 namespace zw::tensor {
 
-enum class OpKind : uint8_t { kEmbedding, kLayerNorm, kLinear, kGelu, kResidual, kAttention, kCrossEntropy };
+enum class OpKind : uint8_t {
+  kEmbedding,
+  kLayerNorm,
+  kResidualLayerNorm,
+  kLinear,
+  kGelu,
+  kResidual,
+  kAttention,
+  kCrossEntropy,
+  kCrossEntropyFused,
+};
 const char* op_kind_name(OpKind kind);
 
 // One recorded op. Which slot holds what is fixed per kind (see tape.cc, record_*).
 struct TapeEntry {
-  OpKind kind = OpKind::kResidual;  // which backward to call
-  Var out;                          // the op's output (its grad is read by backward)
-  Var in[3];                        // the op's inputs and parameters, in the op's argument order
-  Tensor saved[3];                  // forward-saved tensors, ids and scratch (mean/rstd, att, probs, ...)
-  double scalar = 0.0;              // cross-entropy: dloss per position
+  OpKind kind = OpKind::kResidual;        // which backward to call
+  Var out;                                // the op's output (its grad is read by backward)
+  Var in[4];                              // the op's inputs and parameters, in the op's argument order
+  Tensor saved[4];                        // forward-saved tensors, ids and scratch (mean/rstd, att, probs, ...)
+  double scalar = 0.0;                    // cross-entropy: dloss per position; attention: number of heads
+  GradInit init = GradInit::kAccumulate;  // how backward treats in[0].grad (ops.h)
 };
 
 class Tape {
@@ -54,20 +67,32 @@ class Tape {
 };
 
 // Forward ops that also record themselves on a tape. Arguments as in ops.h; Vars carry the gradient views that
-// backward fills (an undefined grad means "not needed").
+// backward fills (an undefined grad means "not needed"). `init` is how that backward treats the input gradient
+// (in[0].grad): kOverwrite where the recorded op is the first writer of a fresh activation gradient.
 namespace record {
 Status embedding(Tape& tape, const Var& out, const Tensor& tokens, const Var& wte, const Var& wpe);
 Status layernorm(Tape& tape, const Var& out, const Tensor& mean, const Tensor& rstd, const Var& inp, const Var& weight,
-                 const Var& bias);
+                 const Var& bias, GradInit init = GradInit::kAccumulate);
+// res = a + b; out = layernorm(res). Backward: layernorm into res.grad (accumulating), then the residual's.
+Status residual_layernorm(Tape& tape, const Var& res, const Var& out, const Tensor& mean, const Tensor& rstd,
+                          const Var& a, const Var& b, const Var& weight, const Var& bias);
 // bias.value may be undefined (no bias).
-Status linear(Tape& tape, const Var& out, const Var& inp, const Var& weight, const Var& bias);
-Status gelu(Tape& tape, const Var& out, const Var& inp);
+Status linear(Tape& tape, const Var& out, const Var& inp, const Var& weight, const Var& bias,
+              GradInit init = GradInit::kAccumulate);
+Status gelu(Tape& tape, const Var& out, const Var& inp, GradInit init = GradInit::kAccumulate);
 Status residual(Tape& tape, const Var& out, const Var& a, const Var& b);
-// scratch: attention_scratch_shape(T), used by backward.
-Status attention(Tape& tape, const Var& out, const Tensor& att, const Tensor& scratch, const Var& qkv, int num_heads);
-// Records the mean loss; its backward seeds dlogits with 1/rows · (probs - onehot).
+// stats/scratch: attention_stats_shape / attention_scratch_shape of the device.
+Status attention(Tape& tape, const Var& out, const Tensor& stats, const Tensor& scratch, const Var& qkv, int num_heads,
+                 GradInit init = GradInit::kAccumulate);
+// Records the mean loss; its backward seeds dlogits with dloss_per_position · (probs - onehot), where
+// dloss_per_position = 1/rows unless given (e.g. a loss scale over rows). mean_loss may be null (device tensors).
 Status cross_entropy(Tape& tape, const Tensor& losses, const Tensor& probs, const Var& logits, const Tensor& targets,
-                     double* mean_loss);
+                     double* mean_loss, double dloss_per_position = 0.0, GradInit init = GradInit::kAccumulate);
+// The training classifier: losses and logits.grad = dloss_per_position · (softmax - onehot) in one pass during
+// forward (cross_entropy_forward_backward; logits.grad may be the logits' own memory); backward has nothing left
+// to do for it. Only for a forward that is always followed by its backward.
+Status cross_entropy_fused(Tape& tape, const Tensor& losses, const Var& logits, const Tensor& targets,
+                           double dloss_per_position);
 }  // namespace record
 
 }  // namespace zw::tensor

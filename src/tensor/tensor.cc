@@ -1,13 +1,16 @@
-// tensor/tensor.cc — Shape, Tensor views, Buffer ownership and dtype conversion.
+// tensor/tensor.cc — Shape, Tensor views, Buffer ownership, dtype conversion, copies and fills.
 //
-// Non-goals: device memory (views of it are allowed; allocation and conversion of it are not done here).
+// Device memory, copies and conversions go through cuda/cuda_ops.h (kUnsupported in builds without CUDA).
+// Non-goals: see tensor.h.
 #include "tensor/tensor.h"
 
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
-#include "collectives/kernels/element.h"
+#include "kernels/element.h"
+#include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda_context.h"
 
 namespace zw::tensor {
 namespace {
@@ -131,7 +134,23 @@ std::string Tensor::describe() const {
   return std::string(dtype_name(dtype)) + shape.to_string() + "@" + mem_kind_name(mem.kind);
 }
 
-void Buffer::Free::operator()(std::byte* p) const { std::free(p); }
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    this->~Buffer();
+    ref_ = other.ref_;
+    other.ref_ = MemRef{};
+  }
+  return *this;
+}
+
+Buffer::~Buffer() {
+  if (ref_.ptr == nullptr) return;
+  if (ref_.kind == MemKind::kHost)
+    std::free(ref_.ptr);
+  else
+    cuda::device_free(ref_.ptr, ref_.bytes, ref_.device);
+  ref_ = MemRef{};
+}
 
 Result<Buffer> Buffer::allocate_host(size_t bytes) {
   Buffer b;
@@ -141,25 +160,58 @@ Result<Buffer> Buffer::allocate_host(size_t bytes) {
     if (p == nullptr)
       return Status(Code::kOutOfMemory, "tensor buffer: cannot allocate " + std::to_string(bytes) + " bytes");
     std::memset(p, 0, rounded);
-    b.ptr_.reset(p);
+    b.ref_ = MemRef::host(p, bytes);
   }
-  b.bytes_ = bytes;
   return b;
 }
 
-void Buffer::zero() {
-  if (bytes_ > 0) std::memset(ptr_.get(), 0, bytes_);
+Result<Buffer> Buffer::allocate_device(size_t bytes, int device) {
+  Buffer b;
+  if (bytes == 0) {
+    b.ref_ = MemRef{nullptr, 0, MemKind::kCudaDevice, device};
+    return b;
+  }
+  ZW_ASSIGN_OR_RETURN(void* p, cuda::device_alloc(bytes, device));
+  b.ref_ = MemRef{p, bytes, MemKind::kCudaDevice, device};
+  ZW_TRY(cuda::zero(b.ref_));
+  return b;
 }
 
-Result<OwnedTensor> OwnedTensor::zeros(DataType dtype, Shape shape) {
+Status Buffer::zero() {
+  if (ref_.bytes == 0) return Status();
+  if (ref_.kind == MemKind::kHost) {
+    std::memset(ref_.ptr, 0, ref_.bytes);
+    return Status();
+  }
+  return cuda::zero(ref_);
+}
+
+Result<OwnedTensor> OwnedTensor::zeros(DataType dtype, Shape shape, MemKind kind, int device) {
   const int64_t n = shape.numel();
   if (n < 0) return Status(Code::kInvalidArgument, "owned tensor: invalid shape " + shape.to_string());
   OwnedTensor t;
-  ZW_ASSIGN_OR_RETURN(t.buffer_, Buffer::allocate_host(static_cast<size_t>(n) * dtype_size(dtype)));
+  ZW_ASSIGN_OR_RETURN(t.buffer_, Buffer::allocate(kind, static_cast<size_t>(n) * dtype_size(dtype), device));
   ZW_ASSIGN_OR_RETURN(t.tensor_, Tensor::view(t.buffer_.ref(), 0, dtype, shape));
   if (n == 0) t.tensor_.mem.ptr = nullptr;
   return t;
 }
+
+namespace {
+
+// Device ops need a current context on the tensor's device.
+Status need_context(const char* op, const Tensor& t) {
+  const CudaContext* ctx = current_cuda_context();
+  if (ctx == nullptr)
+    return Status(Code::kInvalidArgument, std::string(op) + ": " + t.describe() +
+                                              " needs a current CUDA context (tensor::CudaScope) on this thread");
+  if (ctx->device() != t.mem.device)
+    return Status(Code::kInvalidArgument, std::string(op) + ": " + t.describe() + " is on device " +
+                                              std::to_string(t.mem.device) + ", the current context on device " +
+                                              std::to_string(ctx->device()));
+  return Status();
+}
+
+}  // namespace
 
 Status convert(const Tensor& src, const Tensor& dst) {
   if (!is_convertible(src.dtype) || !is_convertible(dst.dtype))
@@ -168,16 +220,43 @@ Status convert(const Tensor& src, const Tensor& dst) {
   if (src.numel() != dst.numel())
     return Status(Code::kInvalidArgument,
                   "convert " + src.describe() + " -> " + dst.describe() + ": element counts differ");
-  if (!src.on_host() || !dst.on_host())
-    return Status(Code::kUnsupported, "convert: device tensors are not supported yet");
+  if (src.mem.kind != dst.mem.kind || (!src.on_host() && src.mem.device != dst.mem.device))
+    return Status(Code::kInvalidArgument, "convert " + src.describe() + " -> " + dst.describe() +
+                                              ": both tensors must be on one device (use copy() to move bytes)");
   const int64_t n = src.numel();
+  if (n == 0) return Status();
+  if (!src.on_host()) {
+    if (src.dtype == DataType::kFloat64 || dst.dtype == DataType::kFloat64)
+      return Status(Code::kUnsupported, "convert " + src.describe() + " -> " + dst.describe() +
+                                            ": f64 does not convert on a CUDA device");
+    ZW_TRY(need_context("convert", src));
+    return cuda::convert(src, dst);
+  }
   for (int64_t i = 0; i < n; ++i) store(dst, i, load(src, i));
   return Status();
 }
 
+Status copy(const Tensor& dst, const Tensor& src) {
+  if (src.dtype != dst.dtype || src.numel() != dst.numel() || src.bytes() != dst.bytes())
+    return Status(Code::kInvalidArgument, "copy " + src.describe() + " -> " + dst.describe() +
+                                              ": dtype and element count must match (use convert() to change dtype)");
+  if (src.bytes() == 0) return Status();
+  if (src.on_host() && dst.on_host()) {
+    std::memmove(dst.mem.ptr, src.mem.ptr, src.bytes());
+    return Status();
+  }
+  ZW_TRY(need_context("copy", src.on_host() ? dst : src));
+  return cuda::copy(dst, src);
+}
+
 Status fill(const Tensor& t, double value) {
   if (!is_convertible(t.dtype)) return Status(Code::kUnsupported, "fill " + t.describe() + ": not a float type");
-  if (!t.on_host()) return Status(Code::kUnsupported, "fill: device tensors are not supported yet");
+  if (!t.on_host()) {
+    if (t.dtype == DataType::kFloat64)
+      return Status(Code::kUnsupported, "fill " + t.describe() + ": f64 is not filled on a CUDA device");
+    ZW_TRY(need_context("fill", t));
+    return cuda::fill(t, value);
+  }
   const int64_t n = t.numel();
   for (int64_t i = 0; i < n; ++i) store(t, i, value);
   return Status();

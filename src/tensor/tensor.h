@@ -1,14 +1,15 @@
-// tensor/tensor.h — Tensor: a typed, contiguous view of memory; Buffer: the owner of host memory; Var: a value
-// with its gradient.
+// tensor/tensor.h — Tensor: a typed, contiguous view of memory; Buffer: the owner of host or device memory; Var: a
+// value with its gradient.
 //
 // Purpose: the data model of the tensor layer. A Tensor never owns its bytes: it is a MemRef (pointer, bytes,
 // host or CUDA device) plus a dtype and a shape of up to 4 dims, contiguous row-major. That is what lets ZeRO-3
 // make every parameter a view into a gathered unit buffer, and every gradient a view into a flat gradient
-// buffer, with no copy-in/copy-out. Owning memory is the job of Buffer (64-byte aligned, zeroed, allocated
-// once); OwnedTensor pairs a Buffer with the Tensor viewing all of it, for activations and tests.
-// Var pairs a value with its gradient (the gradient may be undefined when nobody needs it).
-// Non-goals: strides or non-contiguous views, broadcasting, reference counting, device allocation (CUDA buffers
-// come from elsewhere and are only described here).
+// buffer, with no copy-in/copy-out. Owning memory is the job of Buffer (host: 64-byte aligned; device:
+// cudaMalloc; zeroed, allocated once); OwnedTensor pairs a Buffer with the Tensor viewing all of it, for
+// activations and tests. Var pairs a value with its gradient (the gradient may be undefined when nobody needs it).
+// Device buffers, copies and conversions need a CUDA build (kUnsupported otherwise); device copies and
+// conversions run on the current CudaContext's stream (cuda_context.h).
+// Non-goals: strides or non-contiguous views, broadcasting, reference counting, a caching allocator.
 #pragma once
 
 #include <cstddef>
@@ -75,28 +76,36 @@ struct Var {
   Tensor grad;   // accumulated gradient (undefined: not needed)
 };
 
-// Owner of a host allocation: 64-byte aligned, zero-filled, freed on destruction. Move-only.
+// Owner of a host or device allocation: zero-filled, freed on destruction. Move-only.
 class Buffer {
  public:
   Buffer() = default;
-  static Result<Buffer> allocate_host(size_t bytes);
-  MemRef ref() const { return MemRef::host(ptr_.get(), bytes_); }
-  size_t bytes() const { return bytes_; }
-  void zero();
+  Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+
+  static Result<Buffer> allocate_host(size_t bytes);  // 64-byte aligned
+  // cudaMalloc on `device` (counted by cuda_bytes_in_use); kUnsupported without CUDA, kOutOfMemory when full.
+  static Result<Buffer> allocate_device(size_t bytes, int device);
+  static Result<Buffer> allocate(MemKind kind, size_t bytes, int device = 0) {
+    return kind == MemKind::kHost ? allocate_host(bytes) : allocate_device(bytes, device);
+  }
+  MemRef ref() const { return ref_; }
+  size_t bytes() const { return ref_.bytes; }
+  // Sets every byte to zero (device memory: on the current context's stream, or synchronously without one).
+  Status zero();
 
  private:
-  struct Free {
-    void operator()(std::byte* p) const;
-  };
-  std::unique_ptr<std::byte, Free> ptr_;
-  size_t bytes_ = 0;
+  MemRef ref_;  // what is owned (ptr null: nothing)
 };
 
 // A Buffer and the Tensor that views all of it.
 class OwnedTensor {
  public:
   OwnedTensor() = default;
-  static Result<OwnedTensor> zeros(DataType dtype, Shape shape);
+  static Result<OwnedTensor> zeros(DataType dtype, Shape shape, MemKind kind = MemKind::kHost, int device = 0);
   const Tensor& tensor() const { return tensor_; }
   operator const Tensor&() const { return tensor_; }  // NOLINT(google-explicit-constructor)
   template <typename T>
@@ -110,9 +119,13 @@ class OwnedTensor {
 };
 
 // Element-wise copy with conversion between f32, f64, f16 and bf16 (round to nearest-even when narrowing, the
-// rules of collectives/kernels/element.h). Shapes must have equal numel; both tensors on the host.
+// rules of kernels/element.h). Equal numel; both tensors on the host, or both on one CUDA device (f64 excluded
+// there).
 Status convert(const Tensor& src, const Tensor& dst);
-// Sets every element of a host tensor to `value` (converted to its dtype).
+// Copies bytes between any two memories (host/device in either direction) — same dtype and numel. A copy into
+// host memory from a device waits for the current context's stream; one into device memory is queued on it.
+Status copy(const Tensor& dst, const Tensor& src);
+// Sets every element of a tensor (host or device) to `value` (converted to its dtype).
 Status fill(const Tensor& t, double value);
 
 }  // namespace zw::tensor

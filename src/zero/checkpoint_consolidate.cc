@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <set>
 
-#include "collectives/kernels/element.h"
+#include "kernels/element.h"
 #include "common/log.h"
 #include "zero/checkpoint.h"
 #include "zero/checkpoint_index.h"

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <string>
 
-#include "collectives/kernels/element.h"
+#include "kernels/element.h"
 
 namespace zw::zero {
 namespace {

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-#include "collectives/kernels/element.h"
+#include "kernels/element.h"
 #include "common/log.h"
 
 namespace zw::zero {

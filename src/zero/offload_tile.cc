@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <atomic>
 
-#include "collectives/kernels/element.h"
+#include "kernels/element.h"
 
 namespace zw::zero::offload {
 namespace {

@@ -14,8 +14,8 @@
 #include <tuple>
 #include <vector>
 
-#include "collectives/kernels/cuda/reduce_cuda.h"
-#include "collectives/kernels/reduce.h"
+#include "kernels/cuda/reduce_cuda.h"
+#include "kernels/reduce.h"
 
 namespace zw::kernels::cuda {
 namespace {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "tests/gpu/gpu_test_util.h"
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 #include "common/knobs.h"
 #include "zerowire/communicator.h"
 #include "zerowire/store.h"

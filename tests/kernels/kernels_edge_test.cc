@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 #include "kernels/test_util.h"
 
 namespace zw::kernels {

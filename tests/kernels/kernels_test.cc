@@ -16,7 +16,7 @@
 #include <random>
 #include <vector>
 
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 #include "kernels/reference.h"
 #include "kernels/test_util.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 #include "zerowire/types.h"
 
 namespace zw::kernels::testing {

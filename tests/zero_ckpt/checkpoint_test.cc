@@ -12,7 +12,7 @@
 #include <fstream>
 #include <mutex>
 
-#include "collectives/kernels/element.h"
+#include "kernels/element.h"
 #include "tests/collectives/harness.h"
 #include "tests/zero_ckpt/ckpt_test_util.h"
 #include "zero/checkpoint_index.h"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/kernels/element.h"
+#include "kernels/element.h"
 #include "zero/offload_pipeline.h"
 
 namespace zw::zero::testing {

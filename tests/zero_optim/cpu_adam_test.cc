@@ -4,7 +4,7 @@
 #include <string>
 #include <tuple>
 
-#include "collectives/kernels/element.h"
+#include "kernels/element.h"
 #include "cpu_adam_test_util.h"
 
 namespace zw::zero::testing {

@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "collectives/gpu/gpu_kernels.h"
-#include "collectives/kernels/cuda/element_cuda.cuh"
+#include "kernels/cuda/element_cuda.cuh"
 
 namespace zw::internal::gpu::dev {
 

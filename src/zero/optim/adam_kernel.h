@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "collectives/kernels/element.h"
+#include "kernels/element.h"
 
 namespace zw::zero {
 

@@ -12,7 +12,7 @@
 // Scalar constants are rounded exactly as tensor/adamw.cc does (bias corrections in double, then to float).
 // Every ISA path (scalar, AVX2, AVX-512) runs these operations in this order with no FMA contraction, so all paths
 // give bit-identical results; the SIMD loops finish their tails with the scalar element function. bf16 / fp16
-// copy-out rounds to nearest-even exactly as collectives/kernels/element.h's f32_to_bf16 / f32_to_f16.
+// copy-out rounds to nearest-even exactly as kernels/element.h's f32_to_bf16 / f32_to_f16.
 // Results assume the default MXCSR (no FTZ/DAZ).
 //
 // Threading: adam_step splits [0, n) into fixed tiles and runs them on the given pool (caller included); since each
@@ -24,7 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 #include "zero/optim/thread_pool.h"
 #include "zerowire/status.h"
 

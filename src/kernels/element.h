@@ -1,4 +1,4 @@
-// collectives/kernels/element.h — the one definition of the per-element math of every kernel path.
+// kernels/element.h — the one definition of the per-element math of every kernel path.
 //
 // Purpose: what op(a, b) and x * factor mean for each DataType, written once and used by the scalar kernels and by
 // the scalar tails of the SIMD kernels, so that all paths are bit-identical. The SIMD loops reproduce exactly these

@@ -1,4 +1,4 @@
-// collectives/kernels/reduce_avx512.cc — AVX-512 (F, BW, VL, DQ) kernels: lane traits for every DataType.
+// kernels/reduce_avx512.cc — AVX-512 (F, BW, VL, DQ) kernels: lane traits for every DataType.
 //
 // Purpose: 512-bit versions of every DataType × ReduceOp and of floating scale(), driven by simd_loop.h. AVX-512
 // has native i64 multiply (DQ) and min/max; u8 multiply is composed from two 16-bit multiplies (BW), f32/f64 IEEE
@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-#include "collectives/kernels/simd_loop.h"
+#include "kernels/simd_loop.h"
 
 namespace zw::kernels {
 namespace {

@@ -1,4 +1,4 @@
-// collectives/kernels/copy.cc — memcpy with non-temporal stores for large copies.
+// kernels/copy.cc — memcpy with non-temporal stores for large copies.
 //
 // Purpose: copy() keeps glibc's memcpy for small and medium sizes and streams with MOVNTDQ (SSE2, part of the
 // x86-64 baseline, so no dispatch is needed) from kNonTemporalCopyMinBytes on, the size from which streaming
@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 
 namespace zw::kernels {
 

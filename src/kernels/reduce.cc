@@ -1,16 +1,16 @@
-// collectives/kernels/reduce.cc — ISA selection and dispatch of reduce() and scale() to the per-ISA tables.
+// kernels/reduce.cc — ISA selection and dispatch of reduce() and scale() to the per-ISA tables.
 //
 // Purpose: detect once which kernel tables this CPU and OS can run (__builtin_cpu_supports also checks that the
 // OS saves the AVX/AVX-512 register state), let tests force a lower ISA, and route each call through one table
 // lookup. Non-goals: an environment override, per-call ISA choice, argument validation (callers validate dtype,
 // op and buffer sizes before they reach a kernel).
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 
 #include <cpuid.h>
 
 #include <atomic>
 
-#include "collectives/kernels/kernel_table.h"
+#include "kernels/kernel_table.h"
 
 namespace zw::kernels {
 namespace {

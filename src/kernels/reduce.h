@@ -1,4 +1,4 @@
-// collectives/kernels/reduce.h — element-wise reduction, scaling and copy kernels used by the collectives.
+// kernels/reduce.h — element-wise reduction, scaling and copy kernels used by the collectives.
 //
 // Purpose: the CPU math of every reducing collective (ring/tree reduce-scatter, all-reduce, reduce): combine two
 // buffers element-wise, scale a buffer (avg, FSDP2 pre-multiplied sums) and copy large buffers. Each kernel exists

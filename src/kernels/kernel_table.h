@@ -1,4 +1,4 @@
-// collectives/kernels/kernel_table.h — the per-ISA tables of kernel function pointers behind reduce.h.
+// kernels/kernel_table.h — the per-ISA tables of kernel function pointers behind reduce.h.
 //
 // Purpose: reduce.cc dispatches through one KernelTable per ISA. The scalar table is complete; each SIMD table
 // starts as a copy of it and overrides the entries it vectorizes, so a pair without a SIMD kernel falls back to

@@ -1,4 +1,4 @@
-// collectives/kernels/reduce_avx2.cc — AVX2 (+FMA, F16C) kernels: lane traits for every DataType.
+// kernels/reduce_avx2.cc — AVX2 (+FMA, F16C) kernels: lane traits for every DataType.
 //
 // Purpose: 256-bit versions of every DataType × ReduceOp and of floating scale(), driven by simd_loop.h. What has
 // no single AVX2 instruction is composed from a few: i64 multiply (three 32x32->64 multiplies), i64 min/max
@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "collectives/kernels/simd_loop.h"
+#include "kernels/simd_loop.h"
 
 namespace zw::kernels {
 namespace {

@@ -1,4 +1,4 @@
-// collectives/kernels/reduce_scalar.cc — the portable kernels: one plain loop per dtype × op over element.h.
+// kernels/reduce_scalar.cc — the portable kernels: one plain loop per dtype × op over element.h.
 //
 // Purpose: the reference path (and the only path on CPUs without AVX2), complete for every DataType × ReduceOp and
 // for scale(). It is compiled with the project's baseline flags; the compiler may vectorize it with SSE2, which
@@ -9,8 +9,8 @@
 #include <cstring>
 #include <limits>
 
-#include "collectives/kernels/element.h"
-#include "collectives/kernels/kernel_table.h"
+#include "kernels/element.h"
+#include "kernels/kernel_table.h"
 
 namespace zw::kernels {
 namespace {

@@ -1,4 +1,4 @@
-// collectives/kernels/cuda/element_cuda.cuh — per-element math of the CUDA kernels, mirroring ../element.h.
+// kernels/cuda/element_cuda.cuh — per-element math of the CUDA kernels, mirroring ../element.h.
 //
 // Purpose: what op(a, b) and x * factor mean for each DataType on the device, written so that every result is
 // bit-identical to the host's element.h (the tests compare the two on random bit patterns):

@@ -1,6 +1,6 @@
-// collectives/kernels/cuda/reduce_cuda.h — element-wise reduction and scaling kernels on CUDA device memory.
+// kernels/cuda/reduce_cuda.h — element-wise reduction and scaling kernels on CUDA device memory.
 //
-// Purpose: the GPU twin of collectives/kernels/reduce.h for reducing collectives on device buffers. Both calls
+// Purpose: the GPU twin of kernels/reduce.h for reducing collectives on device buffers. Both calls
 // only enqueue work on `stream` (stream-ordered, no host synchronization) and return once it is launched.
 //
 // Semantics: bit-identical to zw::kernels::reduce / scale on the host for every input (see reduce.h):

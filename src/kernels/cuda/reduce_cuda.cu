@@ -1,4 +1,4 @@
-// collectives/kernels/cuda/reduce_cuda.cu — launchers and kernels of reduce_cuda.h.
+// kernels/cuda/reduce_cuda.cu — launchers and kernels of reduce_cuda.h.
 //
 // Each kernel is a grid-stride loop. When dst and the inputs are 16-byte aligned, every thread moves 16-byte
 // vectors, four independent ones in flight per iteration, and the last count % (16 / element size) elements are
@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <string>
 
-#include "collectives/kernels/cuda/element_cuda.cuh"
-#include "collectives/kernels/cuda/reduce_cuda.h"
+#include "kernels/cuda/element_cuda.cuh"
+#include "kernels/cuda/reduce_cuda.h"
 
 namespace zw::kernels::cuda {
 namespace {

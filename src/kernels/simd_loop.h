@@ -1,4 +1,4 @@
-// collectives/kernels/simd_loop.h — the vector loops shared by the AVX2 and AVX-512 kernel files.
+// kernels/simd_loop.h — the vector loops shared by the AVX2 and AVX-512 kernel files.
 //
 // Purpose: one main loop for every SIMD kernel, parametrized by a lane-traits class L that a per-ISA file
 // defines for each DataType:
@@ -17,8 +17,8 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "collectives/kernels/element.h"
-#include "collectives/kernels/kernel_table.h"
+#include "kernels/element.h"
+#include "kernels/kernel_table.h"
 
 namespace zw::kernels {
 namespace {  // NOLINT(google-build-namespaces,cert-dcl59-cpp): internal linkage per ISA, see element.h

@@ -1,0 +1,185 @@
+// tensor/cuda/context.cc — CudaContext: stream, cuBLASLt handle, workspace, scratch and error slot; the current
+// context per thread; device memory with the process-wide counters behind cuda_bytes_in_use/peak.
+//
+// Non-goals: see cuda_context.h.
+#include <atomic>
+#include <string>
+
+#include "tensor/cuda/context_impl.h"
+#include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/cuda_ops.h"
+
+namespace zw::tensor {
+namespace {
+
+thread_local CudaContext* g_current = nullptr;
+std::atomic<size_t> g_in_use{0};
+std::atomic<size_t> g_peak{0};
+
+void count_alloc(size_t bytes) {
+  const size_t now = g_in_use.fetch_add(bytes) + bytes;
+  size_t peak = g_peak.load();
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
+  }
+}
+
+const char* error_op(int32_t code) {
+  switch (code) {
+    case kDeviceErrorTokenOutOfRange:
+      return "embedding_forward: token";
+    case kDeviceErrorTargetOutOfRange:
+      return "cross_entropy: target";
+    default:
+      return "a CUDA kernel: bad value";
+  }
+}
+
+}  // namespace
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // no driver or no device: not an error of anything later
+    return 0;
+  }
+  return n;
+}
+size_t cuda_bytes_in_use() { return g_in_use.load(); }
+size_t cuda_bytes_peak() { return g_peak.load(); }
+void cuda_reset_peak() { g_peak.store(g_in_use.load()); }
+
+CudaContext::CudaContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+CudaContext::~CudaContext() {
+  Impl& m = *impl_;
+  cudaSetDevice(m.device);
+  if (m.stream != nullptr) cudaStreamSynchronize(m.stream);
+  m.blas_plans.reset();
+  if (m.blas != nullptr) cublasLtDestroy(m.blas);
+  cuda::device_free(m.workspace, m.workspace_bytes, m.device);
+  cuda::device_free(m.scratch, m.scratch_bytes, m.device);
+  if (m.error_host != nullptr) cudaFreeHost(m.error_host);
+  if (m.own_stream && m.stream != nullptr) cudaStreamDestroy(m.stream);
+}
+
+Result<std::unique_ptr<CudaContext>> CudaContext::create(const CudaContextOptions& o) {
+  const int n = cuda_device_count();
+  if (o.device < 0 || o.device >= n)
+    return Status(Code::kInvalidArgument, "cuda context: device " + std::to_string(o.device) + " does not exist (" +
+                                              std::to_string(n) + " CUDA device(s) visible)");
+  std::unique_ptr<CudaContext> ctx(new CudaContext(std::make_unique<Impl>()));
+  Impl& m = *ctx->impl_;
+  m.device = o.device;
+  ZW_CUDA_TRY(cudaSetDevice(o.device));
+  if (o.stream != nullptr) {
+    m.stream = static_cast<cudaStream_t>(o.stream);
+  } else {
+    ZW_CUDA_TRY(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+    m.own_stream = true;
+  }
+  if (cublasLtCreate(&m.blas) != CUBLAS_STATUS_SUCCESS)
+    return Status(Code::kSystem, "cuda context: cublasLtCreate failed on device " + std::to_string(o.device));
+  ZW_ASSIGN_OR_RETURN(m.workspace, cuda::device_alloc(o.blas_workspace_bytes, o.device));
+  m.workspace_bytes = o.blas_workspace_bytes;
+  ZW_ASSIGN_OR_RETURN(m.scratch, cuda::device_alloc(o.scratch_bytes, o.device));
+  m.scratch_bytes = o.scratch_bytes;
+  void* slot = nullptr;
+  ZW_CUDA_TRY(cudaHostAlloc(&slot, sizeof(DeviceError), cudaHostAllocMapped));
+  m.error_host = static_cast<DeviceError*>(slot);
+  *m.error_host = DeviceError{};
+  void* dev = nullptr;
+  ZW_CUDA_TRY(cudaHostGetDevicePointer(&dev, slot, 0));
+  m.error_device = static_cast<DeviceError*>(dev);
+  return ctx;
+}
+
+int CudaContext::device() const { return impl_->device; }
+void* CudaContext::stream() const { return impl_->stream; }
+MemRef CudaContext::scratch() const {
+  return MemRef{impl_->scratch, impl_->scratch_bytes, MemKind::kCudaDevice, impl_->device};
+}
+DeviceError* CudaContext::error_slot() const { return impl_->error_device; }
+
+Status CudaContext::synchronize() {
+  ZW_CUDA_TRY(cudaStreamSynchronize(impl_->stream));
+  volatile DeviceError* e = impl_->error_host;
+  if (e->code == kDeviceErrorNone) return Status();
+  const DeviceError got{e->code, 0, e->index, e->value, e->limit};
+  e->code = kDeviceErrorNone;
+  return Status(Code::kInvalidArgument, std::string(error_op(got.code)) + " " + std::to_string(got.value) +
+                                            " at position " + std::to_string(got.index) +
+                                            " is outside the vocabulary [0, " + std::to_string(got.limit) + ")");
+}
+
+CudaContext* current_cuda_context() { return g_current; }
+
+CudaScope::CudaScope(CudaContext& context) : previous_(g_current) {
+  g_current = &context;
+  cudaSetDevice(context.device());
+}
+CudaScope::~CudaScope() {
+  g_current = previous_;
+  if (previous_ != nullptr) cudaSetDevice(previous_->device());
+}
+
+namespace cuda {
+
+Result<void*> device_alloc(size_t bytes, int device) {
+  if (bytes == 0) return static_cast<void*>(nullptr);
+  int prev = 0;
+  ZW_CUDA_TRY(cudaGetDevice(&prev));
+  ZW_CUDA_TRY(cudaSetDevice(device));
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  cudaSetDevice(prev);
+  if (err == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    return Status(Code::kOutOfMemory, "cannot allocate " + std::to_string(bytes) + " bytes on CUDA device " +
+                                          std::to_string(device) + " (" + std::to_string(free_b >> 20) + " MiB free of " +
+                                          std::to_string(total_b >> 20) + " MiB)");
+  }
+  if (err != cudaSuccess) return cuda_status("cudaMalloc", err);
+  count_alloc(bytes);
+  return p;
+}
+
+void device_free(void* ptr, size_t bytes, int device) {
+  if (ptr == nullptr) return;
+  int prev = 0;
+  cudaGetDevice(&prev);
+  cudaSetDevice(device);
+  cudaFree(ptr);
+  cudaSetDevice(prev);
+  g_in_use.fetch_sub(bytes);
+}
+
+Status zero(MemRef mem) {
+  if (mem.bytes == 0) return Status();
+  if (CudaContext* ctx = current_cuda_context(); ctx != nullptr && ctx->device() == mem.device) {
+    ZW_CUDA_TRY(cudaMemsetAsync(mem.ptr, 0, mem.bytes, ctx->impl().stream));
+    return Status();
+  }
+  int prev = 0;
+  ZW_CUDA_TRY(cudaGetDevice(&prev));
+  ZW_CUDA_TRY(cudaSetDevice(mem.device));
+  const cudaError_t err = cudaMemset(mem.ptr, 0, mem.bytes);
+  cudaSetDevice(prev);
+  if (err != cudaSuccess) return cuda_status("cudaMemset", err);
+  return Status();
+}
+
+Status copy(const Tensor& dst, const Tensor& src) {
+  cudaStream_t s = stream();
+  if (src.on_host() || dst.on_host() || src.mem.device == dst.mem.device) {
+    ZW_CUDA_TRY(cudaMemcpyAsync(dst.mem.ptr, src.mem.ptr, src.bytes(), cudaMemcpyDefault, s));
+  } else {
+    ZW_CUDA_TRY(cudaMemcpyPeerAsync(dst.mem.ptr, dst.mem.device, src.mem.ptr, src.mem.device, src.bytes(), s));
+  }
+  if (dst.on_host()) ZW_CUDA_TRY(cudaStreamSynchronize(s));
+  return Status();
+}
+
+}  // namespace cuda
+}  // namespace zw::tensor

@@ -1,0 +1,44 @@
+// tensor/cuda/context_impl.h — the members of a CudaContext (private to src/tensor/cuda).
+//
+// Non-goals: anything outside the CUDA implementation files.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <memory>
+
+#include "tensor/cuda_context.h"
+
+namespace zw::tensor {
+
+namespace cuda {
+struct BlasPlans;  // per-shape cuBLASLt plans, defined by linear.cu
+void destroy_blas_plans(BlasPlans* plans);
+struct BlasPlansDeleter {
+  void operator()(BlasPlans* p) const { destroy_blas_plans(p); }
+};
+}  // namespace cuda
+
+struct CudaContext::Impl {
+  int device = 0;                       // CUDA ordinal
+  cudaStream_t stream = nullptr;        // where every op of this context is queued
+  bool own_stream = false;              // created by the context (destroyed with it)
+  cublasLtHandle_t blas = nullptr;      // cuBLASLt handle
+  void* workspace = nullptr;            // cuBLASLt workspace (device)
+  size_t workspace_bytes = 0;           // its size
+  void* scratch = nullptr;              // op scratch (device)
+  size_t scratch_bytes = 0;             // its size
+  DeviceError* error_host = nullptr;    // mapped pinned memory: what kernels reported
+  DeviceError* error_device = nullptr;  // the same memory as the device sees it
+  std::unique_ptr<cuda::BlasPlans, cuda::BlasPlansDeleter> blas_plans;  // made by linear.cu on first use
+};
+
+namespace cuda {
+// The current context's members; the public op functions have checked that there is one.
+inline CudaContext::Impl& current() { return current_cuda_context()->impl(); }
+inline cudaStream_t stream() { return current().stream; }
+}  // namespace cuda
+
+}  // namespace zw::tensor
