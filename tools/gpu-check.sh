@@ -1,137 +1,387 @@
 #!/usr/bin/env bash
-# tools/gpu-check.sh — the GPU check of zerowire, run on a machine with NVIDIA GPUs (e.g. the device tool's
-# nvidia-h200-x2: run(command="tools/gpu-check.sh", kind="nvidia-h200-x2")).
+# tools/gpu-check.sh — the GPU check of zerowire, sized to end inside one 10-minute device call on ONE H200, and run
+# the same way on two (the stages that need a second GPU say so and are skipped on one):
+#   run(command="tools/gpu-check.sh")                              full check (about 9.5 min at most)
+#   run(command="ZW_GPU_QUICK=1 tools/gpu-check.sh")               build + GPU tests only (a few minutes)
+#   run(command="tools/gpu-check.sh", kind="nvidia-h200-x2")       full check with the NCCL comparison
 #
-# 1. configures the project with CUDA (Release, Ninja) into build-gpu/ and builds the GPU targets with their
-#    dependencies (ZW_GPU_FULL_BUILD=1 builds all);
-# 2. runs the GPU tests (ctest -R 'cuda|gpu': the CUDA kernels bit for bit, every collective on device memory with
-#    1-8 ranks as threads against a host reference, a 2-process CUDA-IPC run under zwrun, the staged path as
-#    processes, and the ZeRO-3 offload pipeline's device path bit for bit against its host path);
-# 3. runs the CUDA reduce-kernel bandwidth check, the ZeRO-3 offload pipeline's hidden-copy benchmark
-#    (zw_offload_bench) and the peer-copy physical reference (zw_nccl_perf -t peercopy);
-# 4. runs zw_gpu_coll_perf under zwrun, one process per GPU: zerowire and NCCL interleaved in one harness for
-#    allgather, reducescatter and allreduce in bf16 and f32 from 8 KiB to 1 GiB, ZW_GPU_REPS repetitions (default 3);
-#    then the same with ZW_CUDA_ALGO=ring (bf16, one repetition) to compare the ring kernels with the direct ones;
-# 5. prints, last, the summary: op, dtype, size, zerowire and NCCL busbw (medians), the ratio, peer-copy busbw,
-#    and the ring table (ring busbw, direct busbw from step 4, NCCL busbw).
-# ZW_GPU_QUICK=1 stops after the tests (for iterating on correctness).
+# Stages, in order. Each prints its wall time and runs with a budget: its cap below, and never past the overall
+# deadline (ZW_GPU_BUDGET_S, default 560 s, quick 330 s, counted from the start, less 10 s kept for the summary);
+# every command in a stage runs under `timeout` within that budget. A stage that reaches a limit is "CUT" (the
+# summary says which); the later stages still run while time is left. Caps sum to more than the deadline: they
+# bound a stage that misbehaves, the deadline bounds the whole, and the stages that matter most come first.
+#   info       machine, kernel, GPUs, topology, CUDA_* variables, whether compute-sanitizer is there.
+#   build      cap 210 s. Configures build-gpu/ (Release, Ninja) and builds, among the targets this tree has (ninja's
+#              own list, so targets that have not landed yet are named and left out), first what the tests need
+#              (zw_cuda_kernels_test zw_gpu_collectives_test zw_gpu_staged_test zw_gpu_zero_offload_test
+#              zw_tensor_cuda_test zw_model_cuda_test zw_gpu_coll_perf zwrun, and every other ctest entry matching
+#              'cuda|gpu' that is a target, e.g. zw_train_cuda_test), then in full mode the programs of the
+#              benchmarks (zw_train zw_cuda_reduce_bench zw_offload_bench zw_nccl_perf); ninja -k 0, so a target that
+#              fails to build is named and the rest are built. ZW_GPU_FULL_BUILD=1 builds all.
+#   tests      cap 280 s (quick 200 s). Every ctest entry matching 'cuda|gpu', one ctest call each under its own
+#              limit for one GPU (collectives 150 s, ring 120 s, model and train 120 s, tensor 90 s, zwrun checks
+#              30-45 s, others 60 s; quick: collectives 75 s, ring 60 s), the fast ones first, the collectives last. The
+#              collectives tests print where their time goes (ZW_TEST_PROGRESS=1: a line per case and per world, and
+#              where every rank is whenever no case finishes for a while) and fail a stalled case after
+#              ZW_TEST_TIMEOUT_S (30 s; quick 20 s) instead of 60. Quick mode runs the collectives on worlds of 1-3
+#              ranks and a subset of the cases (ZW_TEST_WORLDS=1,2,3 ZW_TEST_CASES=quick) and leaves out the 3- and
+#              4-process staged checks. Tests that need more GPUs than are visible skip with "needs N GPUs"; the
+#              summary lists them apart from the other skips.
+#   memcheck   cap 75 s; full mode (quick: with ZW_GPU_MEMCHECK=1). compute-sanitizer --tool memcheck on the op
+#              tests (zw_cuda_kernels_test 30 s, zw_tensor_cuda_test 60 s), each with its ERROR SUMMARY line; skipped
+#              with a message where compute-sanitizer is absent. The remaining stages are full mode only.
+#   multiproc  cap 40 s. 4 processes under zwrun on the visible GPU(s) (more ranks than GPUs: contexts time-sliced),
+#              direct and ring, all-gather, reduce-scatter and all-reduce 8 KiB-32 MiB, every size validated.
+#   reduce     cap 20 s. zw_cuda_reduce_bench: the CUDA reduce kernels against a device-to-device copy.
+#   offload    cap 30 s. zw_offload_bench: the ZeRO-3 offloaded optimizer's copies hidden behind the host Adam update.
+#   peercopy   2 GPUs, cap 60 s. zw_nccl_perf -t peercopy, the cudaMemcpyPeerAsync push reference, REPS times.
+#   nccl       2 GPUs, cap 240 s. zw_gpu_coll_perf under zwrun, one process per GPU: zerowire and NCCL interleaved,
+#              allgather, reducescatter and allreduce in bf16 and f32 from 8 KiB to 1 GiB, REPS repetitions.
+#   ring       2 GPUs, cap 120 s. The same with ZW_CUDA_ALGO=ring (bf16, one repetition), beside direct and NCCL.
+#   train      cap 300 s, if bench/train/gpu.sh exists: the training comparison (zw_train vs PyTorch) with REPS,
+#              SHAPES (default 124m here) and DEADLINE_S set to what is left, so it skips what would not end in time
+#              and still prints its table. On one GPU this stage gets what the others left (typically 4-5 min).
+#   summary    printed last: stage times and status, the tests (failed or cut with their first error lines, skipped
+#              for lack of GPUs, other skips), the collectives' time per world and stalls, memcheck, the 4-process
+#              runs, then the benchmark tables: reduce, offload, train, zerowire vs NCCL and the ring kernels.
+# Environment: ZW_GPU_QUICK=1, ZW_GPU_FULL_BUILD=1, ZW_GPU_REPS (or REPS; default 3), ZW_GPU_BUDGET_S,
+# ZW_GPU_BUILD_DIR (default build-gpu), ZW_GPU_MEMCHECK=1, ZW_GPU_SKIP=stage,stage (e.g. train), SHAPES (train);
+# the collectives' own switches (ZW_TEST_WORLDS, ZW_TEST_CASES, ZW_TEST_TIMEOUT_S) override the mode's values.
+# Everything written goes to build-gpu/gpu-check/ (the script's own output to gpu-check.out); with OUT set, that
+# folder is packed into $OUT/gpu-check-logs.tar.gz after every stage (so a call cut short still returns what was
+# done) and the summary also lands in $OUT/gpu-check-summary.txt (2 files; the device tool returns up to 8 of 16 MiB).
+# Exit status 0 only when every stage ran to completion and every test passed or skipped.
+# The stage functions run through `bash -c` (exported), which shellcheck cannot follow:
+# shellcheck disable=SC2317
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
 cd "$(dirname "$0")/.." || exit 1
+ROOT=$PWD
 BUILD=${ZW_GPU_BUILD_DIR:-build-gpu}
-REPS=${ZW_GPU_REPS:-3}
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+QUICK=${ZW_GPU_QUICK:-0}
+REPS=${ZW_GPU_REPS:-${REPS:-3}}
+if [ "$QUICK" = 1 ]; then MODE=quick BUDGET=${ZW_GPU_BUDGET_S:-330}; else MODE=full BUDGET=${ZW_GPU_BUDGET_S:-560}; fi
 LOG=$BUILD/gpu-check
-mkdir -p "$LOG"
+START=$(date +%s)
+DEADLINE=$((START + BUDGET))
+STAGE_DEADLINE=$DEADLINE
+rm -rf "$LOG"
+mkdir -p "$LOG/tests" "$LOG/memcheck"
+exec > >(tee -a "$LOG/gpu-check.out") 2>&1
 status=0
 
-echo "== machine: $(date -u +%FT%TZ) $(hostname)"
-nvidia-smi -L || true
-nvidia-smi topo -m || true
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then NGPU=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .); fi
+export ROOT BUILD QUICK REPS MODE LOG NGPU STAGE_DEADLINE
 
-echo "== configure and build ($BUILD)"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$LOG/configure.log" 2>&1 || {
-  tail -40 "$LOG/configure.log"; exit 1; }
-grep 'zerowire:' "$LOG/configure.log"
-targets=(zw_cuda_kernels_test zw_gpu_collectives_test zw_gpu_staged_test zw_gpu_zero_offload_test zw_cuda_reduce_bench
-         zw_offload_bench zw_nccl_perf zw_gpu_coll_perf zwrun)
-[ "${ZW_GPU_FULL_BUILD:-0}" = 1 ] && targets=(all)
-cmake --build "$BUILD" --target "${targets[@]}" >"$LOG/build.log" 2>&1 || { grep -B2 -A20 -m3 'error' "$LOG/build.log"; exit 1; }
-NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
-[ "$NGPU" -ge 1 ] || NGPU=1
+find_bin() { find "$BUILD" -type f -name "$1" -perm -u+x 2>/dev/null | head -1; }
+# bounded CAP CMD...: CMD under timeout, CAP seconds at most and never past the stage's deadline (exit 124 if cut).
+bounded() {
+  local cap=$1 left=$((STAGE_DEADLINE - $(date +%s)))
+  shift
+  [ "$left" -lt "$cap" ] && cap=$left
+  [ "$cap" -ge 3 ] || return 124
+  timeout -k 5 "$cap" "$@"
+}
+find_sanitizer() {
+  local c nvcc
+  nvcc=$(sed -n 's/^CMAKE_CUDA_COMPILER:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
+  for c in "$(command -v compute-sanitizer)" "$(dirname "${nvcc:-.}")/compute-sanitizer" \
+           /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+    [ -x "$c" ] && { echo "$c"; return 0; }
+  done
+  return 1
+}
+export -f find_bin bounded find_sanitizer
 
-echo "== GPU tests"
-(cd "$BUILD" && ctest -R 'cuda|gpu' -V) >"$LOG/ctest.log" 2>&1 || status=1
-grep -E '\[ +(PASSED|SKIPPED|FAILED) +\] [0-9]|tests passed|tests failed|Test +#' "$LOG/ctest.log" | tail -20
-find_bin() { find "$BUILD" -type f -name "$1" -perm -u+x | head -1; }
+# ---- stages (each a function run by `stage`, which exports STAGE_DEADLINE) ----
 
-[ "${ZW_GPU_QUICK:-0}" = 1 ] && { [ -n "${OUT:-}" ] && tar -czf "$OUT/gpu-check-logs.tar.gz" -C "$BUILD" gpu-check; exit $status; }
+stage_build() {
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$LOG/configure.log" 2>&1 || {
+    tail -40 "$LOG/configure.log"; return 2; }
+  grep 'zerowire:' "$LOG/configure.log"
+  local have t rc=0 first=() second=() missing=() broken=() listed
+  have=$(ninja -C "$BUILD" -t targets all 2>/dev/null | sed -n 's/^\([A-Za-z0-9_]*\): phony$/\1/p')
+  # What the tests need first (a cut or a broken benchmark then costs no test), the benchmarks second. Besides the
+  # targets named here, every ctest entry matching 'cuda|gpu' that is also a target (new GPU tests come along).
+  for t in zw_cuda_kernels_test zw_gpu_collectives_test zw_gpu_staged_test zw_gpu_zero_offload_test \
+           zw_tensor_cuda_test zw_model_cuda_test zw_gpu_coll_perf zwrun; do
+    if grep -qx "$t" <<<"$have"; then first+=("$t"); else missing+=("$t"); fi
+  done
+  listed=$(cd "$BUILD" && ctest -N -R 'cuda|gpu' | sed -n 's/^ *Test *#[0-9]*: //p')
+  for t in $listed; do
+    if grep -qx "$t" <<<"$have" && [[ " ${first[*]} " != *" $t "* ]]; then first+=("$t"); fi
+  done
+  if [ "$QUICK" != 1 ]; then
+    for t in zw_train zw_cuda_reduce_bench zw_offload_bench zw_nccl_perf; do
+      if grep -qx "$t" <<<"$have"; then second+=("$t"); else missing+=("$t"); fi
+    done
+  fi
+  [ ${#missing[@]} -eq 0 ] || echo "   not in this tree (yet): ${missing[*]}"
+  local groups=("${first[*]}" "${second[*]}")
+  [ "${ZW_GPU_FULL_BUILD:-0}" = 1 ] && groups=(all)
+  for t in "${groups[@]}"; do
+    [ -n "$t" ] || continue
+    echo "   building: $t"
+    # shellcheck disable=SC2086  # a group is a list of target names
+    bounded 600 cmake --build "$BUILD" --target $t -- -k 0 >>"$LOG/build.log" 2>&1 || rc=$?
+    [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && return 124
+  done
+  for t in "${first[@]}" "${second[@]}"; do [ -n "$(find_bin "$t")" ] || broken+=("$t"); done
+  printf '%s\n' "${broken[@]}" >"$LOG/not-built.txt"
+  if [ ${#broken[@]} -gt 0 ] || [ "$rc" -ne 0 ]; then
+    echo "   NOT BUILT: ${broken[*]:-(none, but ninja failed)}; first errors:"
+    grep -m5 -E 'error|FAILED' "$LOG/build.log" | cut -c1-300
+    return 1
+  fi
+}
 
-echo "== multi-process, more ranks than GPUs: 4 processes on $NGPU GPU(s), direct and ring, every size validated"
-for algo in direct ring; do
+# One GPU's time limit for one ctest entry.
+test_limit() {
+  case $1 in
+    zw_gpu_collectives_test) [ "$QUICK" = 1 ] && echo 75 || echo 150 ;;
+    zw_gpu_collectives_ring_test) [ "$QUICK" = 1 ] && echo 60 || echo 120 ;;
+    zw_model_cuda_test | zw_train_cuda_test) echo 120 ;;
+    zw_tensor_cuda_test) echo 90 ;;
+    zw_gpu_ipc_check) echo 45 ;;
+    zw_gpu_staged_check_*) echo 30 ;;
+    *) echo 60 ;;
+  esac
+}
+# Fast and independent first; the collectives (many cases, ranks as threads sharing the GPU) last.
+test_rank() {
+  case $1 in
+    zw_gpu_collectives_test) echo 8 ;;
+    zw_gpu_collectives_ring_test) echo 9 ;;
+    zw_gpu_staged_check_*) echo 5 ;;
+    zw_gpu_ipc_check) echo 4 ;;
+    zw_gpu_staged_test) echo 3 ;;
+    *) echo 1 ;;
+  esac
+}
+stage_tests() {
+  export ZW_TEST_PROGRESS=1
+  if [ "$QUICK" = 1 ]; then
+    export ZW_TEST_TIMEOUT_S=${ZW_TEST_TIMEOUT_S:-20} ZW_TEST_WORLDS=${ZW_TEST_WORLDS:-1,2,3}
+    export ZW_TEST_CASES=${ZW_TEST_CASES:-quick}
+  else
+    export ZW_TEST_TIMEOUT_S=${ZW_TEST_TIMEOUT_S:-30}
+  fi
+  cd "$BUILD" || return 2
+  local names t rc st dt t0 limit worst=0
+  names=$(ctest -N -R 'cuda|gpu' | sed -n 's/^ *Test *#[0-9]*: //p')
+  [ -n "$names" ] || { echo "   no ctest entry matches 'cuda|gpu'"; return 2; }
+  for t in $names; do echo "$(test_rank "$t") $t"; done | sort -s -k1,1n | while read -r _ t; do
+    limit=$(test_limit "$t")
+    if [ "$QUICK" = 1 ] && [[ $t == zw_gpu_staged_check_*_n[34] ]]; then
+      st="not run (quick mode)" dt=0
+    elif [ $((STAGE_DEADLINE - $(date +%s))) -lt 5 ]; then
+      st="not run (stage budget spent)" dt=0 worst=1
+    else
+      t0=$(date +%s)
+      bounded "$limit" ctest -R "^${t}\$" -V </dev/null >"$LOG/tests/$t.log" 2>&1
+      rc=$? dt=$(($(date +%s) - t0))
+      if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+        st="CUT at $((dt)) s" worst=1
+      elif grep -q 'Could not find executable\|Unable to find executable' "$LOG/tests/$t.log"; then
+        st="NOT BUILT" worst=1
+      elif [ "$rc" -ne 0 ]; then
+        st=FAILED worst=1
+        grep -q '\*\*\*Timeout' "$LOG/tests/$t.log" && st="FAILED (ctest timeout)"
+      elif grep -q '\*\*\*Skipped\|Not Run\|(Disabled)' "$LOG/tests/$t.log"; then
+        st=skipped
+      else
+        st=passed
+      fi
+    fi
+    printf '   %-42s %-28s %4s s (limit %s s)\n' "$t" "$st" "$dt" "$limit"
+    printf '%s\t%s\t%s\t%s\n' "$t" "$st" "$dt" "$limit" >>"$LOG/tests.tsv"
+    [ "$worst" -eq 0 ] || echo worst >"$LOG/tests.failed"
+  done
+  [ ! -f "$LOG/tests.failed" ]
+}
+
+stage_memcheck() {
+  local cs t bin f rc line cap
+  if ! cs=$(find_sanitizer); then
+    echo "   compute-sanitizer not found: memcheck skipped" | tee "$LOG/memcheck/status.txt"
+    return 0
+  fi
+  echo "   $cs ($("$cs" --version 2>/dev/null | grep -m1 -o 'Version.*'))"
+  local worst=0
+  for t in zw_cuda_kernels_test zw_tensor_cuda_test; do
+    f=$LOG/memcheck/$t.txt
+    bin=$(find_bin "$t")
+    if [ -z "$bin" ]; then echo "   $t: not built" | tee "$f"; continue; fi
+    cap=$([ "$t" = zw_cuda_kernels_test ] && echo 30 || echo 60)
+    bounded "$cap" "$cs" --tool memcheck --error-exitcode 86 --print-limit 20 "$bin" >"$f" 2>&1
+    rc=$?
+    line=$(grep -m1 'ERROR SUMMARY' "$f")
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+      line="CUT after $cap s (no summary; $(grep -c '^========= \(Invalid\|Program hit\)' "$f") errors reported so far)"
+      worst=124
+    elif [ -z "$line" ]; then
+      line="no ERROR SUMMARY (exit $rc): $(grep -m1 '^=========' "$f" | cut -c1-200)"
+      worst=1
+    elif [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
+      worst=1
+    fi
+    echo "   $t: $line (exit $rc)" | tee -a "$LOG/memcheck/status.txt"
+  done
+  return "$worst"
+}
+
+stage_multiproc() {
+  local zwrun perf algo t f worst=0
+  zwrun=$(find_bin zwrun) perf=$(find_bin zw_gpu_coll_perf)
+  if [ -z "$zwrun" ] || [ -z "$perf" ]; then echo "   zwrun or zw_gpu_coll_perf not built"; return 1; fi
+  for algo in direct ring; do
+    for t in allgather reducescatter allreduce; do
+      f="$LOG/mp4_${algo}_${t}.txt"
+      ZW_CUDA_ALGO=$algo bounded 20 "$zwrun" -n 4 --timeout 18 -- "$perf" -t "$t" -d bfloat16 -b 8K -e 32M -f 16 -n 2 \
+        -w 1 -R 1 -c 1 --backends zw >"$f" 2>&1 || { worst=1; echo "   FAILED: 4 ranks $algo $t"; tail -3 "$f"; }
+      echo "   4 ranks $algo $t: $(grep -cE '^\[0\] +[0-9]' "$f") sizes, wrong elements:" \
+        "$(grep -E '^\[0\] +[0-9]' "$f" | awk -F'|' '{split($2, a, " "); s += a[4]} END {print s + 0}')"
+    done
+  done
+  return "$worst"
+}
+
+# run_bin CAP NAME ARGS...: the built program NAME, bounded; "NAME not built" (exit 1) if it is not there.
+run_bin() {
+  local cap=$1 bin
+  bin=$(find_bin "$2")
+  if [ -z "$bin" ]; then echo "   $2 not built"; return 1; fi
+  shift 2
+  bounded "$cap" "$bin" "$@"
+}
+stage_reduce() { run_bin 20 zw_cuda_reduce_bench | tee "$LOG/reduce_bench.txt"; }
+stage_offload() { run_bin 30 zw_offload_bench | tee "$LOG/offload_bench.txt"; }
+# bench/train/gpu.sh skips the runs that would not end before its DEADLINE_S and still prints its table: give it the
+# stage's budget less a margin. SHAPES defaults to 124m here (gpu.sh's own default, three shapes, takes ~8 min).
+stage_train() {
+  local left=$((STAGE_DEADLINE - $(date +%s) - 15))
+  [ "$left" -ge 30 ] || { echo "   less than 45 s left: not started"; return 124; }
+  SHAPES=${SHAPES:-124m} REPS=$REPS DEADLINE_S=$left bounded $((left + 12)) \
+    bash "$ROOT/bench/train/gpu.sh" "$BUILD" 2>&1 | tee "$LOG/train_gpu.txt"
+}
+
+stage_peercopy() {
+  local rep dt worst=0
+  for rep in $(seq 1 "$REPS"); do
+    for dt in bfloat16 float; do
+      run_bin 30 zw_nccl_perf -t peercopy -d "$dt" -b 8K -e 1G -f 4 -n 20 -w 5 -c 0 \
+        >"$LOG/peercopy_${dt}_r$rep.txt" 2>&1 || worst=1
+    done
+  done
+  return "$worst"
+}
+
+stage_nccl() {
+  local zwrun perf t dt f worst=0
+  zwrun=$(find_bin zwrun) perf=$(find_bin zw_gpu_coll_perf)
   for t in allgather reducescatter allreduce; do
-    f="$LOG/mp4_${algo}_${t}.txt"
-    ZW_CUDA_ALGO=$algo "$(find_bin zwrun)" -n 4 --timeout 300 -- "$(find_bin zw_gpu_coll_perf)" -t "$t" -d bfloat16 \
-      -b 8K -e 32M -f 16 -n 2 -w 1 -R 1 -c 1 --backends zw >"$f" 2>&1 || { status=1; echo "FAILED: 4 ranks $algo $t"; tail -5 "$f"; }
-    echo "   4 ranks $algo $t: $(grep -cE '^\[0\] +[0-9]' "$f") sizes, wrong elements: $(grep -E '^\[0\] +[0-9]' "$f" | awk -F'|' '{split($2, a, " "); s += a[4]} END {print s + 0}')"
+    for dt in bfloat16 float; do
+      f="$LOG/coll_${t}_${dt}.txt"
+      bounded 60 "$zwrun" -n "$NGPU" --timeout 58 -- "$perf" -t "$t" -d "$dt" -b 8K -e 1G -f 4 -n 20 -w 5 -c 1 \
+        -R "$REPS" >"$f" 2>&1 || { worst=1; echo "   FAILED: $t $dt"; tail -3 "$f"; }
+    done
   done
-done
+  cat "$LOG/coll_allgather_bfloat16.txt"
+  return "$worst"
+}
 
-echo "== CUDA reduce kernels vs device-to-device copy"
-"$(find_bin zw_cuda_reduce_bench)" | tee "$LOG/reduce_bench.txt" || status=1
-
-echo "== ZeRO-3 offloaded optimizer: copies down/up hidden behind the host Adam update (100M parameters, bf16)"
-"$(find_bin zw_offload_bench)" | tee "$LOG/offload_bench.txt" || status=1
-
-echo "== peer-copy reference (cudaMemcpyPeerAsync push, no synchronization; $REPS repetitions)"
-for rep in $(seq 1 "$REPS"); do
-  for dt in bfloat16 float; do
-    "$(find_bin zw_nccl_perf)" -t peercopy -d "$dt" -b 8K -e 1G -f 4 -n 20 -w 5 -c 0 >"$LOG/peercopy_${dt}_r$rep.txt" 2>&1 || status=1
+stage_ring() {
+  local zwrun perf t f worst=0
+  zwrun=$(find_bin zwrun) perf=$(find_bin zw_gpu_coll_perf)
+  for t in allgather reducescatter allreduce; do
+    f="$LOG/ring_${t}_bfloat16.txt"
+    ZW_CUDA_ALGO=ring bounded 40 "$zwrun" -n "$NGPU" --timeout 38 -- "$perf" -t "$t" -d bfloat16 -b 8K -e 1G -f 8 \
+      -n 20 -w 5 -c 1 -R 1 >"$f" 2>&1 || { worst=1; echo "   FAILED: ring $t"; tail -3 "$f"; }
   done
-done
+  return "$worst"
+}
+export -f run_bin stage_build test_limit test_rank stage_tests stage_memcheck stage_multiproc stage_reduce \
+  stage_offload stage_train stage_peercopy stage_nccl stage_ring
 
-echo "== zerowire vs NCCL: zw_gpu_coll_perf on $NGPU GPU(s), one process each, $REPS interleaved repetitions"
-zwrun=$(find_bin zwrun)
-perf=$(find_bin zw_gpu_coll_perf)
-for t in allgather reducescatter allreduce; do
-  for dt in bfloat16 float; do
-    f="$LOG/coll_${t}_${dt}.txt"
-    "$zwrun" -n "$NGPU" --timeout 300 -- "$perf" -t "$t" -d "$dt" -b 8K -e 1G -f 4 -n 20 -w 5 -c 1 -R "$REPS" >"$f" 2>&1 || {
-      status=1; echo "FAILED: $t $dt"; tail -5 "$f"; }
-  done
-done
-cat "$LOG/coll_allgather_bfloat16.txt"
+# ---- the stage runner ----
 
-echo "== ring kernels: ZW_CUDA_ALGO=ring beside NCCL (bf16, 1 repetition), for the ring-vs-direct choice"
-for t in allgather reducescatter allreduce; do
-  f="$LOG/ring_${t}_bfloat16.txt"
-  ZW_CUDA_ALGO=ring "$zwrun" -n "$NGPU" --timeout 300 -- "$perf" -t "$t" -d bfloat16 -b 8K -e 1G -f 8 -n 20 -w 5 -c 1 \
-    -R 1 >"$f" 2>&1 || { status=1; echo "FAILED: ring $t"; tail -5 "$f"; }
-done
+pack() {
+  [ -n "${OUT:-}" ] || return 0
+  tar -czf "$BUILD/gpu-check-logs.tar.gz" --warning=no-file-changed -C "$BUILD" gpu-check 2>/dev/null
+  [ $? -le 1 ] || return 0  # 1: a log grew while it was read (this script's own output)
+  if [ "$(stat -c %s "$BUILD/gpu-check-logs.tar.gz")" -gt $((15 << 20)) ]; then  # the device tool returns <= 16 MiB
+    tar -czf "$BUILD/gpu-check-logs.tar.gz" --warning=no-file-changed -C "$BUILD" --exclude='*.log' gpu-check
+    echo "   (logs over 15 MiB packed: the *.log files left out of $OUT/gpu-check-logs.tar.gz)"
+  fi
+  cp "$BUILD/gpu-check-logs.tar.gz" "$OUT/gpu-check-logs.tar.gz.part" &&
+    mv "$OUT/gpu-check-logs.tar.gz.part" "$OUT/gpu-check-logs.tar.gz"
+}
+record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$LOG/stages.tsv"; }
+skip_stage() { echo "== $1: skipped, $2"; record "$1" "skipped: $2" 0 -; }
+# stage NAME CAP: runs stage_NAME with a budget of CAP seconds (less if the deadline is nearer), as a backstop under
+# timeout a little longer than that (its commands are bounded by the budget themselves); records ok, FAILED or CUT.
+# ZW_GPU_SKIP=name,name skips stages by name.
+stage() {
+  local name=$1 cap=$2 budget t0 rc st left
+  if [[ ,${ZW_GPU_SKIP:-}, == *,$name,* ]]; then skip_stage "$name" "ZW_GPU_SKIP"; return 0; fi
+  left=$((DEADLINE - $(date +%s) - 10))
+  budget=$((left < cap ? left : cap))
+  if [ "$budget" -lt 5 ]; then skip_stage "$name" "no time left"; status=1; return; fi
+  echo "== $name (budget $budget s, $(date -u +%T))"
+  t0=$(date +%s)
+  STAGE_DEADLINE=$((t0 + budget)) timeout -k 5 $((budget + 15)) bash -o pipefail -c "stage_$name"
+  rc=$?
+  case $rc in
+    0) st=ok ;;
+    124 | 137) st="CUT (a limit within the $budget s budget)" ;;
+    *) st="FAILED (exit $rc)" ;;
+  esac
+  [ "$rc" -eq 0 ] || status=1
+  echo "   $name: $st, $(($(date +%s) - t0)) s"
+  record "$name" "$st" $(($(date +%s) - t0)) "$budget"
+  pack
+  return $rc
+}
 
-echo "== summary (busbw GB/s, medians; zw/nccl = ratio of medians; peer = cudaMemcpyPeerAsync push reference)"
-python3 - "$LOG" <<'PY'
-import glob, os, re, statistics, sys
-log = sys.argv[1]
-peer = {}
-for path in glob.glob(os.path.join(log, "peercopy_*_r*.txt")):
-    dtype = os.path.basename(path).split("_")[1]
-    for line in open(path):
-        f = line.split()
-        if len(f) == 13 and f[0].isdigit():
-            peer.setdefault((dtype, int(f[0])), []).append(float(f[7]))
-name = lambda s: f"{s >> 30} GiB" if s >= 1 << 30 else f"{s >> 20} MiB" if s >= 1 << 20 else f"{s >> 10} KiB"
-print(f"{'op':<14}{'dtype':<10}{'size':>9}{'zw us':>10}{'zw busbw':>10}{'nccl us':>10}{'nccl busbw':>11}{'zw/nccl':>9}"
-      f"{'peer':>8}{'wrong':>7}{'zw enq':>8}")
-for t in ("allgather", "reducescatter", "allreduce"):
-    for dt in ("bfloat16", "float"):
-        path = os.path.join(log, f"coll_{t}_{dt}.txt")
-        if not os.path.exists(path):
-            continue
-        for line in open(path):
-            line = re.sub(r"^\[\d+\]\s*", "", line)
-            f = line.replace("|", " ").split()
-            if len(f) < 15 or not f[0].isdigit():
-                continue
-            size = int(f[0])
-            zw_us, zw_bw, zw_wrong = float(f[4]), float(f[5]), int(f[7])
-            nc_us, nc_bw, nc_wrong = float(f[8]), float(f[9]), int(f[11])
-            p = statistics.median(peer[(dt, size)]) if (dt, size) in peer else float("nan")
-            print(f"{t:<14}{dt:<10}{name(size):>9}{zw_us:>10.2f}{zw_bw:>10.1f}{nc_us:>10.2f}{nc_bw:>11.1f}"
-                  f"{float(f[12]):>9.3f}{p:>8.1f}{max(zw_wrong, 0) + max(nc_wrong, 0):>7}{float(f[13]):>8.2f}")
-def rows(path):
-    for line in open(path):
-        f = re.sub(r"^\[\d+\]\s*", "", line).replace("|", " ").split()
-        if len(f) >= 15 and f[0].isdigit():
-            yield int(f[0]), float(f[5]), float(f[9])
-print(f"\n{'ring op':<14}{'size':>9}{'ring busbw':>12}{'direct busbw':>14}{'nccl busbw':>12}")
-for t in ("allgather", "reducescatter", "allreduce"):
-    ring_path, direct_path = os.path.join(log, f"ring_{t}_bfloat16.txt"), os.path.join(log, f"coll_{t}_bfloat16.txt")
-    if not os.path.exists(ring_path) or not os.path.exists(direct_path):
-        continue
-    direct = {size: bw for size, bw, _ in rows(direct_path)}
-    for size, bw, nccl in rows(ring_path):
-        print(f"{t:<14}{name(size):>9}{bw:>12.1f}{direct.get(size, float('nan')):>14.1f}{nccl:>12.1f}")
-PY
-[ -n "${OUT:-}" ] && tar -czf "$OUT/gpu-check-logs.tar.gz" -C "$BUILD" gpu-check
+echo "== info: $(date -u +%FT%TZ) $(hostname), kernel $(uname -r), $(nproc) cores, mode $MODE, budget $BUDGET s," \
+  "REPS $REPS"
+timeout 20 nvidia-smi -L || true
+timeout 20 nvidia-smi --query-gpu=name,driver_version,compute_mode,mig.mode.current,clocks.max.sm --format=csv || true
+[ "$NGPU" -gt 1 ] && { timeout 20 nvidia-smi topo -m || true; }
+env | grep -E '^CUDA_|^NCCL_' | sort | tr '\n' ' '
+echo
+echo "   compute-sanitizer: $(find_sanitizer || echo 'not found')"
+record info ok $(($(date +%s) - START)) -
+
+stage build 210
+[ -f "$BUILD/build.ninja" ] || { echo "configure failed: nothing to run"; status=1; }
+if [ -f "$BUILD/build.ninja" ]; then
+  if [ "$QUICK" = 1 ]; then stage tests 200; else stage tests 280; fi
+  if [ "$QUICK" = 1 ] && [ "${ZW_GPU_MEMCHECK:-0}" != 1 ]; then
+    skip_stage memcheck "quick mode (ZW_GPU_MEMCHECK=1 runs it)"
+  else
+    stage memcheck 75
+  fi
+  if [ "$QUICK" != 1 ]; then
+    stage multiproc 40
+    stage reduce 20
+    stage offload 30
+    if [ "$NGPU" -ge 2 ]; then
+      stage peercopy 60
+      stage nccl 240
+      stage ring 120
+    else
+      for s in peercopy nccl ring; do skip_stage "$s" "needs 2 GPUs ($NGPU visible)"; done
+    fi
+    if [ -f "$ROOT/bench/train/gpu.sh" ]; then stage train 300; else skip_stage train "no bench/train/gpu.sh"; fi
+  fi
+fi
+
+echo "== summary ($MODE, $NGPU GPU(s), $(($(date +%s) - START)) s of the $BUDGET s budget; logs in $LOG)"
+python3 "$ROOT/tools/gpu_check_summary.py" "$LOG" | tee "$LOG/summary.txt"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+if [ -n "${OUT:-}" ]; then cp "$LOG/summary.txt" "$OUT/gpu-check-summary.txt"; pack; fi
 exit $status

@@ -1,5 +1,5 @@
 // bench/cpu_adam/offload_bench.cc — zw_offload_bench: how much of the gradient/weight copy time the offload
-// pipeline (zero/offload_pipeline.h) hides behind the CPU Adam update.
+// pipeline (zero/offload/offload_pipeline.h) hides behind the CPU Adam update.
 //
 // Purpose: for N parameters (default 100M) with the gradient and the 16-bit weights in device memory, time one
 // optimizer step (median of --reps) four ways:
@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "kernels/element.h"
-#include "zero/offload_pipeline.h"
+#include "zero/offload/offload_pipeline.h"
 #include "zero/optim/pinned_buffer.h"
 
 namespace {

@@ -7,7 +7,7 @@
 # count (zw_train --threads; torch.set_num_threads; OMP_NUM_THREADS and OPENBLAS_NUM_THREADS for both). Runs are
 # interleaved A B A B ... so that load from other users of the machine hits both alike. Each run reports the
 # median tokens/s over its steps; the summary gives every run, the medians per side and the ratio zw/torch.
-# Non-goals: accuracy comparison (see tests/train), GPUs, multi-process training.
+# Non-goals: accuracy comparison (see tests/train), GPUs (gpu.sh), multi-process training.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$ROOT/build-train}

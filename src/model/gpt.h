@@ -1,80 +1,123 @@
-// tensor/gpt.h — the reference GPT-2 model on the tensor layer: forward(tokens, targets) -> loss, backward().
+// model/gpt.h — the GPT-2 model, once, for every path: CPU or CUDA, flat parameters or ZeRO-3 gathered units.
 //
 // Architecture (GPT-2, pre-norm): x = wte[tok] + wpe[t]; per block: x += proj(attn(linear_qkv(ln1(x)))),
 // x += mlp_proj(gelu(fc(ln2(x)))); logits = lnf(x) · wteᵀ (tied); loss = mean cross-entropy.
-// Memory contract: the model owns its activations and their gradients (allocated once in create() for a fixed
-// batch × seq_len, f32) and owns nothing of the parameters: bind_unit() points each unit's parameter values and
-// gradients at caller memory laid out as in gpt_layout.h — a slice of one flat buffer in the reference trainer, a
-// gathered unit buffer under ZeRO-3. Rebinding between steps is cheap (views only). backward() ACCUMULATES into
-// the bound gradients (the caller zeroes them, e.g. once per optimizer step for gradient accumulation); it zeroes
-// the activation gradients itself.
-// Threading: one thread per model. Non-goals: inference caches, dropout, mixed precision (bind f32 values;
-// convert() bf16/f16 units into an f32 buffer first), partial recomputation.
+// The model owns its activations (allocated once in create() on its device for a fixed batch × seq_len, in the
+// compute dtype, statistics in f32 on CUDA) and owns nothing of the parameters: it asks a ParamProvider for each
+// unit right before computing with it and releases it right after (param_provider.h). Each segment of the model —
+// the embedding lookup, each block, the final layernorm, the tied head with the loss — records its own tape while
+// its unit is acquired; backward replays the segments in reverse, acquiring each unit again with its gradients and
+// re-pointing the recorded views first when the unit came back at another address (ZeRO-3 may gather it into
+// another buffer). Unit uses of a training micro step (unit_order()): emb, h0..h(L-1), lnf, emb | emb, lnf,
+// h(L-1)..h0, emb; the embeddings' gradients are final after the last one.
+// Activation gradients: the residual stream has ONE gradient buffer that every block reads and adds into (the
+// residual ops alias their input gradients to it), and one set of per-block gradient buffers serves every block in
+// turn (each written first, GradInit::kOverwrite, by the op that produces it), so activation-gradient memory does
+// not grow with depth. Training runs the fused classifier (the loss gradient written over the logits in the
+// forward pass, scaled by the provider's loss scale), so the logits buffer holds gradients after a training
+// forward; evaluation writes probabilities there; a forward without targets leaves logits.
+// The loss stays on the device until loss() is asked (one synchronization).
+// Threading: one thread per model. Non-goals: inference caches, dropout, activation recomputation, other
+// architectures.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "tensor/gpt_layout.h"
+#include "model/gpt_layout.h"
+#include "model/param_provider.h"
+#include "tensor/cuda_context.h"
 #include "tensor/tape.h"
 #include "tensor/tensor.h"
 #include "zerowire/status.h"
-#include "zerowire/types.h"
-#include "tensor/tensor_arena.h"
 
-namespace zw::tensor {
+namespace zw::model {
+
+struct GptOptions {
+  int batch = 1;                             // sequences per forward (the micro batch)
+  int seq_len = 0;                           // T; 0 means config.max_seq_len
+  MemKind device = MemKind::kHost;           // where activations live and ops run
+  DataType dtype = DataType::kFloat32;       // compute dtype: f32/f64 on the CPU; f32, bf16 or f16 on CUDA
+  tensor::CudaContext* cuda = nullptr;       // CUDA: the context the ops run with (current while the model runs)
+};
+
+// What a forward pass is for.
+enum class Pass : uint8_t {
+  kTrain,  // with targets; records for backward; the classifier writes the loss gradient
+  kEval,   // with targets; loss only
+  kLogits  // no targets; logits only
+};
 
 class GptModel {
  public:
-  // Allocates activations for `batch` sequences of `seq_len` (<= config.max_seq_len) tokens.
-  static Result<std::unique_ptr<GptModel>> create(const GptLayout& layout, int batch, int seq_len);
+  static Result<std::unique_ptr<GptModel>> create(const GptLayout& layout, const GptOptions& options);
+  // The unit uses of one training micro step (forward then backward), e.g. for a ZeRO-3 engine's declared order.
+  static std::vector<int> unit_order(const GptLayout& layout);
 
   const GptLayout& layout() const { return layout_; }
+  const GptOptions& options() const { return options_; }
   int batch() const { return B_; }
   int seq_len() const { return T_; }
+  DataType grad_dtype() const;  // of parameter gradients: f32 on CUDA, the compute dtype on the CPU
 
-  // Binds unit `unit` to `values` (and `grads`, which may be empty for no gradients): host f32 memory of at least
-  // unit.padded_numel elements, parameters at the layout's slot offsets.
-  Status bind_unit(int unit, MemRef values, MemRef grads);
-  // Binds every unit to its range of one flat buffer of layout.total_numel elements (grads may be empty).
-  Status bind_flat(MemRef values, MemRef grads);
+  // Forward over host tokens [B*T] (row-major [B,T]); targets (same shape) for kTrain and kEval, null for kLogits.
+  // Token and target ids are checked on the host (an id outside [0, V) is kInvalidArgument naming it).
+  Status forward(ParamProvider& params, const int32_t* tokens, const int32_t* targets, Pass pass);
+  // Back-propagates the last kTrain forward into the provider's gradients (accumulating).
+  Status backward(ParamProvider& params);
+  // Mean loss of the last kTrain/kEval forward (unscaled). On CUDA this waits for the stream.
+  Result<double> loss();
 
-  // Runs the forward pass over tokens[B*T] (row-major [B,T]) and records it for backward. With targets (same
-  // shape) returns the mean cross-entropy loss; with targets == nullptr computes logits only and returns 0.
-  Result<float> forward(const int32_t* tokens, const int32_t* targets);
-  // Back-propagates the last forward's loss into the bound parameter gradients (accumulating).
-  Status backward();
-
-  // Read-only views for inspection and tests (valid after forward).
-  const Tensor& encoded() const { return encoded_.value; }                           // [B,T,C] embeddings sum
-  const Tensor& block_output(int layer) const { return blocks_[layer].res3.value; }  // [B,T,C]
-  const Tensor& lnf_output() const { return lnf_.value; }                            // [B,T,C]
-  const Tensor& logits() const { return logits_.value; }                             // [B,T,V]
-  const Var& param(int unit, int slot) const { return params_[unit][slot]; }
+  // Views for inspection and tests (valid after the forward that fills them; device memory on CUDA).
+  const tensor::Tensor& logits() const { return logits_.value; }  // [B,T,V] (see the header comment)
+  const tensor::Tensor& encoded() const { return encoded_.value; }
+  const tensor::Tensor& block_output(int layer) const { return blocks_[layer].res3.value; }
+  const tensor::Tensor& lnf_output() const { return lnf_.value; }
   size_t activation_bytes() const { return act_values_.bytes() + act_grads_.bytes(); }
+  // Backward segments whose unit came back at another address than in forward (their tape was re-pointed).
+  int64_t moved_segments() const { return moved_segments_; }
 
  private:
   struct BlockActs {
-    Var ln1, qkv, atty, attproj, res2, ln2, fch, fch_gelu, fcproj, res3;  // with gradients
-    Tensor ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, att;                   // saved by forward
+    tensor::Var ln1, qkv, atty, attproj, res2, ln2, fch, fch_gelu, fcproj, res3;
+    tensor::Tensor ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, att_stats;
   };
-  using Arena = tensor::TensorArena;
+  struct BlockGrads {  // shared by every block in turn
+    tensor::Tensor ln, qkv, atty, fch, fch_gelu;
+  };
+  struct Segment {
+    int unit = 0;              // the unit this segment computes with
+    bool grads_final = false;  // its backward is the unit's last use in backward
+    tensor::Tape tape;         // recorded by forward
+    MemRef forward_values;     // where the unit's values were when the tape was recorded
+  };
+  class Arena;
 
-  GptModel(const GptLayout& layout, int batch, int seq_len) : layout_(layout), B_(batch), T_(seq_len) {}
+  GptModel(const GptLayout& layout, const GptOptions& options);
   void carve(Arena& values, Arena& grads);
-  Status block_forward(int layer, const Var& in);
+  Status record_segment(int s, const std::vector<tensor::Var>& p, Pass pass);
+  Status record_block(tensor::Tape& tape, int layer, const std::vector<tensor::Var>& p);
+  Status record_head(tensor::Tape& tape, const std::vector<tensor::Var>& p, Pass pass);
+  Result<std::vector<tensor::Var>> param_vars(int unit, const UnitParams& params) const;
+  Status backward_segment(ParamProvider& params, Segment& seg);
+  Status upload_ids(const int32_t* tokens, const int32_t* targets);
 
   GptLayout layout_;
+  GptOptions options_;
   int B_ = 0, T_ = 0;
-  std::vector<std::vector<Var>> params_;  // [unit][slot] views into bound memory
-  std::vector<bool> bound_;               // per unit
-  Buffer act_values_, act_grads_;         // all activations and their gradients
-  Var encoded_, lnf_, logits_;
+  std::vector<Segment> segments_;  // embed, blocks, lnf, head (forward order)
+  tensor::Tape rebound_;           // the segment being replayed, re-pointed at the current unit buffers
+  tensor::Buffer act_values_, act_grads_;
+  tensor::Var encoded_, lnf_, logits_;
   std::vector<BlockActs> blocks_;
-  Tensor lnf_mean_, lnf_rstd_, probs_, losses_, att_scratch_, tokens_, targets_;
-  Tape tape_;
-  bool have_loss_ = false;
+  BlockGrads block_grads_;
+  tensor::Tensor dres_;  // the residual stream's gradient [B,T,C]
+  tensor::Tensor lnf_mean_, lnf_rstd_, losses_, loss_sum_, att_scratch_, tokens_, targets_;
+  bool have_train_forward_ = false;  // backward() may follow
+  bool have_loss_ = false;           // loss() may be asked
+  double loss_scale_ = 1;            // the provider's, read at the start of forward
+  int64_t moved_segments_ = 0;
 };
 
-}  // namespace zw::tensor
+}  // namespace zw::model

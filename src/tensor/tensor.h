@@ -123,7 +123,9 @@ class OwnedTensor {
 // there).
 Status convert(const Tensor& src, const Tensor& dst);
 // Copies bytes between any two memories (host/device in either direction) — same dtype and numel. A copy into
-// host memory from a device waits for the current context's stream; one into device memory is queued on it.
+// host memory from a device waits for the current context's stream; one into device memory is queued on it, and
+// a small one (up to 1 MiB) from host memory is staged through the context's pinned ring, so the host buffer may
+// be reused as soon as copy() returns.
 Status copy(const Tensor& dst, const Tensor& src);
 // Sets every element of a tensor (host or device) to `value` (converted to its dtype).
 Status fill(const Tensor& t, double value);

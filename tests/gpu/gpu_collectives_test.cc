@@ -5,20 +5,28 @@
 // (an asynchronous device-to-device copy right before the collective), poisons the output, runs the collective
 // on the same stream and reads the result back on it: a kernel not ordered after the copy would read stale input.
 // Inputs are random finite values; the expected result is the left fold over ranks with the host kernels
-// (zw::kernels::reduce, then scale for avg), which the GPU kernels match bit for bit. Also: in-place forms, the
-// IPC cache across freed and reallocated buffers, desynchronized ranks, a rank that never arrives.
+// (zw::kernels::reduce, then scale for avg), which the GPU kernels match bit for bit. Also: in-place forms. The
+// error paths, the IPC cache and ranks sharing a GPU are in gpu_collectives_errors_test.cc (same binary).
 // The same binary runs again with ZW_CUDA_ALGO=ring (ctest zw_gpu_collectives_ring_test) for the ring kernels.
 // Multi-process runs (real CUDA IPC) are covered by zw_gpu_coll_perf -c 1 under zwrun (gpu_ipc_perf_check).
 // Skips with "no CUDA device" where no GPU is visible.
+// Test-only switches (tools/gpu-check.sh sets them): ZW_TEST_WORLDS=1,2,3 runs only those worlds (the others skip);
+// ZW_TEST_CASES=quick runs a subset of the cases (quick_case); ZW_TEST_TIMEOUT_S (default 60) is the communicators'
+// timeout, so a stalled case fails after it; ZW_TEST_PROGRESS=1 prints a line per case (gpu_test_progress.h), which
+// also prints one line per world and, whenever no case finishes for a while, where every rank is.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tests/gpu/gpu_test_progress.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "kernels/reduce.h"
 #include "common/knobs.h"
@@ -28,7 +36,13 @@
 namespace zw {
 namespace {
 
+using gpu_test::CaseProgress;
 using gpu_test::device_count;
+
+// Before the first CUDA call: a hardware queue per rank stream even at 8 ranks on one GPU. Kernels of streams that
+// share a queue run in issue order, so a rank's kernel queued behind a peer's kernel that spins waiting for it could
+// not start (until that wait times out). The environment wins: CUDA_DEVICE_MAX_CONNECTIONS=8 tests the default.
+[[maybe_unused]] const bool kMoreConnections = [] { return setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0) == 0; }();
 
 enum class Kind { kAllGather, kReduceScatter, kAllReduce, kBroadcast, kReduce };
 const char* kind_name(Kind k) {
@@ -59,6 +73,12 @@ struct Case {
   int root;
   double premul = 1.0;  // != 1: a pre-multiplied sum (always the direct kernel)
 };
+
+std::string describe(const Case& c) {
+  return std::string(kind_name(c.kind)) + " " + dtype_name(c.dt) + " " + reduce_op_name(c.op) + " count " +
+         std::to_string(c.count) + (c.in_place ? " in-place" : "") +
+         (c.premul != 1.0 ? " premul " + std::to_string(c.premul) : "");
+}
 
 // Per-rank device buffers, allocated once at the largest size.
 struct RankBuffers {
@@ -136,9 +156,11 @@ std::vector<std::byte> expected(const Case& c, int n, int r, const std::vector<s
   return {};
 }
 
-// Runs one case on rank r; returns a failure description or "".
-std::string run_case(Communicator& comm, RankBuffers& b, const Case& c, const std::vector<std::vector<std::byte>>& inputs) {
+// Runs one case on rank r (telling `progress` each stage it enters); returns a failure description or "".
+std::string run_case(Communicator& comm, RankBuffers& b, const Case& c,
+                     const std::vector<std::vector<std::byte>>& inputs, CaseProgress& progress, double timeout_s) {
   const int n = comm.size(), r = comm.rank();
+  progress.stage(r, CaseProgress::kIssue);
   const size_t es = dtype_size(c.dt), ib = in_bytes(c, n), ob = out_bytes(c, n);
   // In place: the input lives inside the output where the operation expects it.
   std::byte* in = b.in;
@@ -168,12 +190,15 @@ std::string run_case(Communicator& comm, RankBuffers& b, const Case& c, const st
                    : c.kind == Kind::kBroadcast     ? broadcast(comm, o)
                                                     : reduce(comm, o);
   if (!w.ok()) return "enqueue: " + w.status().to_string();
+  progress.stage(r, CaseProgress::kDownload);  // a pageable read-back: returns when the collective has run
   std::vector<std::byte> got(ob);
   if (cudaMemcpyAsync(got.data(), out, ob, cudaMemcpyDeviceToHost, b.stream) != cudaSuccess ||
       cudaStreamSynchronize(b.stream) != cudaSuccess)
     return "download failed";
-  Status st = w.value().wait(std::chrono::seconds(60));
+  progress.stage(r, CaseProgress::kWait);
+  Status st = w.value().wait(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
   if (!st.ok()) return "wait: " + st.to_string();
+  progress.stage(r, CaseProgress::kVerify);
   if (c.kind == Kind::kReduce && r != c.root) return "";
   std::vector<std::byte> want = expected(c, n, r, inputs);
   for (size_t i = 0; i < ob; ++i)
@@ -227,15 +252,65 @@ std::vector<Case> all_cases(int n) {
   return cases;
 }
 
+// ZW_TEST_CASES=quick keeps about 40 % of the cases: count 1 goes (7 and 4099 cover the scalar tail and the vectors);
+// at count 7 (the in-place reductions) only sums; of the large cases the bf16 ones; of the one-shot ones the plain
+// f32 sum and the bf16 pre-multiplied sum; of the pre-multiplied sums the f32 and bf16 ones with 1/world.
+bool quick_case(const Case& c, int n) {
+  const bool bf16 = c.dt == DataType::kBFloat16, f32 = c.dt == DataType::kFloat32;
+  if (c.count == 1) return false;
+  if (c.count == 7) return c.op == ReduceOp::kSum;
+  if (c.count == 40000)
+    return (f32 && c.op == ReduceOp::kSum && c.premul == 1.0 && !c.in_place) || (bf16 && c.premul != 1.0);
+  if (c.premul != 1.0) return (f32 || bf16) && c.premul == 1.0 / n;
+  if (c.count > 40000) return bf16;
+  return true;
+}
+
+std::vector<Case> selected_cases(int n) {
+  std::vector<Case> cases = all_cases(n);
+  if (gpu_test::env_or("ZW_TEST_CASES", "all") != "quick") return cases;
+  std::vector<Case> quick;
+  for (const Case& c : cases)
+    if (quick_case(c, n)) quick.push_back(c);
+  return quick;
+}
+
+// Once per process: what decides whether the ranks' kernels can run side by side on a GPU.
+void print_gpu_environment(int ndev) {
+  static std::once_flag once;
+  std::call_once(once, [ndev] {
+    cudaDeviceProp p{};
+    int mode = -1;
+    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return;
+    cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, 0);
+    std::printf(
+        "[env] %d GPU(s): %s, %d SMs, concurrent kernels %d, compute mode %d; CUDA_DEVICE_MAX_CONNECTIONS=%s "
+        "CUDA_MODULE_LOADING=%s CUDA_LAUNCH_BLOCKING=%s CUDA_VISIBLE_DEVICES=%s ZW_CUDA_ALGO=%s\n",
+        ndev, p.name, p.multiProcessorCount, p.concurrentKernels, mode,
+        gpu_test::env_or("CUDA_DEVICE_MAX_CONNECTIONS", "(8)").c_str(),
+        gpu_test::env_or("CUDA_MODULE_LOADING", "(lazy)").c_str(),
+        gpu_test::env_or("CUDA_LAUNCH_BLOCKING", "(0)").c_str(),
+        gpu_test::env_or("CUDA_VISIBLE_DEVICES", "(all)").c_str(), knobs().cuda_algo.c_str());
+    std::fflush(stdout);
+  });
+}
+
 class GpuCollectivesTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(GpuCollectivesTest, EveryOpDtypeAndCountMatchesTheHostReference) {
   SKIP_WITHOUT_GPU();
   const int n = GetParam(), ndev = device_count();
-  const std::vector<Case> cases = all_cases(n);
+  const std::vector<int> worlds = gpu_test::env_ints("ZW_TEST_WORLDS");
+  if (!worlds.empty() && std::find(worlds.begin(), worlds.end(), n) == worlds.end())
+    GTEST_SKIP() << "world of " << n << " ranks not in ZW_TEST_WORLDS=" << gpu_test::env_or("ZW_TEST_WORLDS", "");
+  print_gpu_environment(ndev);
+  const double timeout_s = gpu_test::env_seconds("ZW_TEST_TIMEOUT_S", 60);
+  const std::vector<Case> cases = selected_cases(n);
   size_t max_bytes = 0;
   for (const Case& c : cases) max_bytes = std::max({max_bytes, in_bytes(c, n), out_bytes(c, n)});
-  // Inputs of every rank for every case are made up front by one thread (the reference needs them all).
+  CaseProgress progress("n" + std::to_string(n), n, cases.size(), std::clamp(timeout_s / 3, 2.0, 10.0),
+                        [&cases](size_t i) { return describe(cases[i]); });
+  // Each rank thread makes every rank's inputs of a case (the reference needs them all): n^2 inputs per case.
   auto store = make_memory_store();
   std::vector<std::string> failures(n);
   std::vector<std::thread> threads;
@@ -249,25 +324,27 @@ TEST_P(GpuCollectivesTest, EveryOpDtypeAndCountMatchesTheHostReference) {
       if (cudaMalloc(&b.staging, max_bytes) != cudaSuccess || cudaMalloc(&b.in, max_bytes) != cudaSuccess ||
           cudaMalloc(&b.out, max_bytes) != cudaSuccess) {
         failures[r] = "cudaMalloc failed";
+        progress.leave(r);
         return;
       }
       CommConfig config;
-      config.timeout_s = 60;
+      config.timeout_s = timeout_s;
       auto comm = Communicator::create(store, r, n, config);
       if (!comm.ok()) {
         failures[r] = comm.status().to_string();
+        progress.leave(r);
         return;
       }
       for (size_t i = 0; i < cases.size() && failures[r].empty(); ++i) {
         const Case& c = cases[i];
+        progress.begin(r, i);
         std::vector<std::vector<std::byte>> inputs(n);
         for (int p = 0; p < n; ++p) inputs[p] = random_input(c.dt, in_bytes(c, n) / dtype_size(c.dt), i * 131 + p);
-        std::string err = run_case(*comm.value(), b, c, inputs);
-        if (!err.empty())
-          failures[r] = std::string(kind_name(c.kind)) + " " + dtype_name(c.dt) + " " + reduce_op_name(c.op) +
-                        " count " + std::to_string(c.count) + (c.in_place ? " in-place" : "") +
-                        (c.premul != 1.0 ? " premul " + std::to_string(c.premul) : "") + ": " + err;
+        std::string err = run_case(*comm.value(), b, c, inputs, progress, timeout_s);
+        if (!err.empty()) failures[r] = "case " + std::to_string(i + 1) + " " + describe(c) + ": " + err;
+        progress.end(r, i);
       }
+      progress.leave(r);
       comm.value().reset();
       cudaFree(b.staging);
       cudaFree(b.in);
@@ -276,134 +353,12 @@ TEST_P(GpuCollectivesTest, EveryOpDtypeAndCountMatchesTheHostReference) {
     });
   }
   for (auto& t : threads) t.join();
+  progress.report();
   for (int r = 0; r < n; ++r) EXPECT_TRUE(failures[r].empty()) << "rank " << r << ": " << failures[r];
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, GpuCollectivesTest, ::testing::Values(1, 2, 3, 4, 8),
                          [](const auto& info) { return "n" + std::to_string(info.param); });
-
-// Runs fn on n rank threads with a short timeout; each gets a device buffer of `bytes` and a stream.
-void run_gpu_ranks(int n, double timeout_s, size_t bytes,
-                   const std::function<void(int, Communicator&, std::byte*, cudaStream_t)>& fn) {
-  auto store = make_memory_store();
-  const int ndev = device_count();
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      cudaSetDevice(r % ndev);
-      cudaStream_t s = nullptr;
-      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-      std::byte* buf = nullptr;
-      ASSERT_EQ(cudaMalloc(&buf, bytes), cudaSuccess);
-      CommConfig config;
-      config.timeout_s = timeout_s;
-      auto comm = Communicator::create(store, r, n, config);
-      ASSERT_TRUE(comm.ok()) << comm.status().to_string();
-      fn(r, *comm.value(), buf, s);
-      comm.value().reset();
-      cudaFree(buf);
-      cudaStreamDestroy(s);
-    });
-  }
-  for (auto& t : threads) t.join();
-}
-
-TEST(GpuCollectivesErrors, DifferentOperationsNameBothRanks) {
-  SKIP_WITHOUT_GPU();
-  run_gpu_ranks(2, 20, 1 << 20, [](int r, Communicator& comm, std::byte* buf, cudaStream_t s) {
-    CollectiveOptions o;
-    o.input = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
-    o.output = MemRef{buf + 65536, 8192, MemKind::kCudaDevice, 0};
-    o.count = 1024;
-    o.stream = s;
-    Result<Work> w = r == 0 ? all_gather(comm, o) : all_reduce(comm, o);
-    ASSERT_FALSE(w.ok());
-    EXPECT_EQ(w.status().code(), Code::kDesync) << w.status().to_string();
-    EXPECT_NE(w.status().message().find("all_gather"), std::string::npos) << w.status().to_string();
-    EXPECT_NE(w.status().message().find("all_reduce"), std::string::npos) << w.status().to_string();
-    EXPECT_NE(w.status().message().find(r == 0 ? "rank 1" : "rank 0"), std::string::npos) << w.status().to_string();
-  });
-}
-
-TEST(GpuCollectivesErrors, ARankThatNeverArrivesIsNamedAtTheTimeout) {
-  SKIP_WITHOUT_GPU();
-  run_gpu_ranks(3, 2, 1 << 20, [](int r, Communicator& comm, std::byte* buf, cudaStream_t s) {
-    CollectiveOptions o;
-    o.input = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
-    o.output = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
-    o.count = 1024;
-    o.stream = s;
-    if (r == 2) return;  // never issues the operation
-    Result<Work> w = all_reduce(comm, o);
-    ASSERT_FALSE(w.ok());
-    EXPECT_EQ(w.status().code(), Code::kTimeout) << w.status().to_string();
-    EXPECT_NE(w.status().message().find("rank 2"), std::string::npos) << w.status().to_string();
-  });
-}
-
-TEST(GpuCollectivesErrors, MixedHostAndDeviceBuffersAreRejected) {
-  SKIP_WITHOUT_GPU();
-  run_gpu_ranks(1, 5, 4096, [](int, Communicator& comm, std::byte* buf, cudaStream_t s) {
-    std::vector<float> host(1024);
-    CollectiveOptions o;
-    o.input = MemRef::host(host.data(), 4096);
-    o.output = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
-    o.count = 1024;
-    o.stream = s;
-    Result<Work> w = all_reduce(comm, o);
-    ASSERT_FALSE(w.ok());
-    EXPECT_NE(w.status().message().find("host memory but output is"), std::string::npos) << w.status().to_string();
-  });
-}
-
-TEST(GpuCollectivesCache, FreedAndReallocatedBuffersAreMappedAfresh) {
-  SKIP_WITHOUT_GPU();
-  // Each round frees and reallocates the buffers (often at the same address) with new contents: a stale
-  // mapping of the old allocation would return old data.
-  auto store = make_memory_store();
-  const int n = 2, ndev = device_count();
-  std::vector<std::string> failures(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      cudaSetDevice(r % ndev);
-      auto comm = Communicator::create(store, r, n, CommConfig{});
-      if (!comm.ok()) {
-        failures[r] = comm.status().to_string();
-        return;
-      }
-      for (int round = 0; round < 6 && failures[r].empty(); ++round) {
-        const size_t count = 1000 + round;
-        float* in = nullptr;
-        float* out = nullptr;
-        cudaMalloc(&in, count * 4);
-        cudaMalloc(&out, count * 4 * n);
-        std::vector<float> host(count, static_cast<float>(100 * round + r));
-        cudaMemcpy(in, host.data(), count * 4, cudaMemcpyHostToDevice);
-        CollectiveOptions o;
-        o.input = MemRef{in, count * 4, MemKind::kCudaDevice, r % ndev};
-        o.output = MemRef{out, count * 4 * n, MemKind::kCudaDevice, r % ndev};
-        o.count = count;
-        auto w = all_gather(*comm.value(), o);
-        Status st = w.ok() ? w.value().wait() : w.status();
-        std::vector<float> got(count * n);
-        cudaMemcpy(got.data(), out, count * 4 * n, cudaMemcpyDeviceToHost);
-        if (!st.ok()) failures[r] = st.to_string();
-        for (size_t i = 0; i < got.size() && failures[r].empty(); ++i)
-          if (got[i] != static_cast<float>(100 * round + static_cast<int>(i / count)))
-            failures[r] = "round " + std::to_string(round) + ": element " + std::to_string(i) + " = " +
-                          std::to_string(got[i]);
-        // Both ranks are done with this round's buffers before either frees them.
-        auto b = barrier(*comm.value());
-        if (b.ok()) (void)b.value().wait();
-        cudaFree(in);
-        cudaFree(out);
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < n; ++r) EXPECT_TRUE(failures[r].empty()) << "rank " << r << ": " << failures[r];
-}
 
 }  // namespace
 }  // namespace zw

@@ -10,7 +10,8 @@
 // staging area is shared), and failures that must release the stream instead of hanging it.
 // StagedPlan.* needs no GPU: it runs the chunk plan with host vectors standing in for device buffers (memcpy for the
 // copies, the public host collectives for the chunks), which checks the chunking and staging layout everywhere.
-// The GPU tests skip with "no CUDA device" where no GPU is visible.
+// The GPU tests skip with "no CUDA device" where no GPU is visible, and with "needs N GPUs" where ranks as threads
+// would share a GPU (fewer GPUs than ranks), which the staged path does not support.
 #include "tests/gpu/gpu_test_util.h"
 #include "collectives/gpu/gpu_staged.h"
 
@@ -320,9 +321,9 @@ class StagedGpuTest : public ::testing::TestWithParam<Param> {};
 TEST_P(StagedGpuTest, EveryCollectiveMatchesTheHostReference) {
   SKIP_WITHOUT_GPU();
   const auto [transport, n] = GetParam();
-  if (n > device_count())
-    GTEST_SKIP() << n << " ranks as threads of one process would share a GPU, which the staged path does not support "
-                 << "(gpu_staged.h); the zw_gpu_staged_check_*_n3/_n4 entries run it as separate processes";
+  SKIP_WITHOUT_GPUS(n, n << " ranks as threads of one process would share a GPU, which the staged path does not "
+                         << "support (gpu_staged.h); the zw_gpu_staged_check_*_n" << n
+                         << " entries run it as separate processes");
   const std::vector<Case> cases = all_cases(n);
   run_ranks(n, staged_config(transport), [&](int, Communicator& comm) -> std::string {
     Device d;
@@ -349,6 +350,9 @@ INSTANTIATE_TEST_SUITE_P(Worlds, StagedGpuTest,
 // operation still uses.
 TEST(StagedGpuOrder, InterleavedWithHostCollectivesAndAcrossStreams) {
   SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPUS(2,
+                    "its 2 ranks as threads of one process would share a GPU, which the staged path does not "
+                    "support (gpu_staged.h)");
   const int n = 2;
   const size_t count = 3 * kChunk / 4 + 1;  // floats: four staging chunks
   run_ranks(n, staged_config("tcp"), [&](int r, Communicator& comm) -> std::string {

@@ -33,7 +33,8 @@ struct MiniNet {
   OwnedTensor mean = zeros64(Shape{B * T}), rstd = zeros64(Shape{B * T});
   OwnedTensor qkv = zeros64(Shape{B, T, 3 * C}), dqkv = zeros64(Shape{B, T, 3 * C});
   OwnedTensor y = zeros64(Shape{B, T, C}), dy = zeros64(Shape{B, T, C});
-  OwnedTensor att = zeros64(attention_probs_shape(B, T, NH)), scratch = zeros64(attention_scratch_shape(T));
+  OwnedTensor att = zeros64(attention_stats_shape(MemKind::kHost, B, T, NH));
+  OwnedTensor scratch = zeros64(attention_scratch_shape(MemKind::kHost, B, T, NH));
   OwnedTensor g = zeros64(Shape{B, T, C}), dg = zeros64(Shape{B, T, C});
   OwnedTensor res = zeros64(Shape{B, T, C}), dres = zeros64(Shape{B, T, C});
   OwnedTensor logits = zeros64(Shape{B, T, V}), dlogits = zeros64(Shape{B, T, V});

@@ -23,7 +23,8 @@ std::string fresh_dir(const std::string& name) { return testing::scratch_path(na
 
 TrainConfig tiny(const std::string& out_dir, int steps) {
   TrainConfig c;
-  c.model = tensor::GptConfig{2, 32, 2, 32, 256};
+  c.model = model::GptConfig{2, 32, 2, 32, 256};
+  c.device = "cpu";  // the CPU path's numbers (tests/train/train_cuda_test.cc runs the GPU's)
   c.batch = 8;
   c.steps = steps;
   c.lr = 3e-3;

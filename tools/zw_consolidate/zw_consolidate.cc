@@ -12,7 +12,7 @@
 #include <map>
 #include <string>
 
-#include "zero/checkpoint.h"
+#include "zero/checkpoint/checkpoint.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"zw_consolidate: writes the full parameters of a sharded ZeRO-3 checkpoint into one safetensors file"};

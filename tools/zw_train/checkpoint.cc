@@ -71,7 +71,7 @@ struct Fd {
   }
 };
 
-Status write_body(HashingWriter& w, const std::string& meta, const float* params, const OptimizerState& opt,
+Status write_body(HashingWriter& w, const std::string& meta, const float* params, const float* m, const float* v,
                   size_t numel) {
   const uint64_t meta_len = meta.size(), n = numel;
   ZW_TRY(w.write(kMagic, sizeof kMagic));
@@ -79,8 +79,8 @@ Status write_body(HashingWriter& w, const std::string& meta, const float* params
   ZW_TRY(w.write(meta.data(), meta.size()));
   ZW_TRY(w.write(&n, sizeof n));
   ZW_TRY(w.write(params, numel * sizeof(float)));
-  ZW_TRY(w.write(opt.m.data(), numel * sizeof(float)));
-  ZW_TRY(w.write(opt.v.data(), numel * sizeof(float)));
+  ZW_TRY(w.write(m, numel * sizeof(float)));
+  ZW_TRY(w.write(v, numel * sizeof(float)));
   const uint64_t h = w.hash();
   return w.write(&h, sizeof h);
 }
@@ -93,12 +93,15 @@ Status fsync_dir(const std::string& dir) {
 }
 
 nlohmann::json meta_to_json(const CheckpointMeta& m) {
-  return {{"model", m.model},
-          {"train", m.train},
-          {"step", m.step},
-          {"data_rng", m.data_rng},
-          {"data_fingerprint", m.data_fingerprint},
-          {"elapsed_s", m.elapsed_s}};
+  nlohmann::json j = {{"model", m.model},
+                      {"train", m.train},
+                      {"step", m.step},
+                      {"data_rng", m.data_rng},
+                      {"data_fingerprint", m.data_fingerprint},
+                      {"elapsed_s", m.elapsed_s}};
+  if (!m.loss_scaler.empty()) j["loss_scaler"] = m.loss_scaler;
+  if (m.optimizer_steps >= 0) j["optimizer_steps"] = m.optimizer_steps;
+  return j;
 }
 
 // Reads `n` bytes at *pos of `bytes` into out, advancing pos.
@@ -113,10 +116,8 @@ bool take(const std::string& bytes, size_t* pos, void* out, size_t n) {
 
 bool checkpoint_exists(const std::string& dir) { return std::filesystem::exists(dir + "/" + kCheckpointFile); }
 
-Status save_checkpoint(const std::string& dir, const CheckpointMeta& meta, const float* params,
-                       const OptimizerState& opt, size_t numel, const CheckpointFault& fault) {
-  if (opt.m.size() != numel || opt.v.size() != numel)
-    return Status(Code::kInvalidArgument, "checkpoint: optimizer state does not match the parameter count");
+Status save_checkpoint(const std::string& dir, const CheckpointMeta& meta, const float* params, const float* m,
+                       const float* v, size_t numel, const CheckpointFault& fault) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Status(Code::kSystem, "checkpoint: cannot create directory " + dir + ": " + ec.message());
@@ -125,7 +126,7 @@ Status save_checkpoint(const std::string& dir, const CheckpointMeta& meta, const
     Fd f{::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
     if (f.fd < 0) return system_error("checkpoint: cannot create " + tmp_path, errno);
     HashingWriter w(f.fd, tmp_path, fault);
-    ZW_TRY(write_body(w, meta_to_json(meta).dump(), params, opt, numel));
+    ZW_TRY(write_body(w, meta_to_json(meta).dump(), params, m, v, numel));
     if (::fsync(f.fd) != 0) return system_error("checkpoint: fsync of " + tmp_path + " failed", errno);
   }
   if (::rename(tmp_path.c_str(), final_path.c_str()) != 0)
@@ -170,6 +171,8 @@ Result<LoadedCheckpoint> load_checkpoint(const std::string& dir) {
     ck.meta.data_rng = j.at("data_rng").get<uint64_t>();
     ck.meta.data_fingerprint = j.at("data_fingerprint").get<uint64_t>();
     ck.meta.elapsed_s = j.at("elapsed_s").get<double>();
+    ck.meta.loss_scaler = j.value("loss_scaler", std::string());
+    ck.meta.optimizer_steps = j.value("optimizer_steps", int64_t{-1});
   } catch (const nlohmann::json::exception& e) {
     return corrupt(std::string("bad metadata: ") + e.what());
   }

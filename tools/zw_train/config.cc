@@ -3,6 +3,7 @@
 // Non-goals: see config.h.
 #include "zw_train/config.h"
 
+#include "tensor/cuda_context.h"
 #include "zw_train/data.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);  // OpenBLAS extension (cblas.h of libopenblas)
@@ -11,7 +12,7 @@ namespace zw::train {
 
 Status validate(const TrainConfig& c) {
   auto bad = [](const std::string& msg) { return Status(Code::kInvalidArgument, msg); };
-  ZW_TRY(tensor::validate(c.model));
+  ZW_TRY(model::validate(c.model));
   if (c.batch < 1) return bad("--batch must be >= 1");
   if (c.steps < 1) return bad("--steps must be >= 1");
   if (!(c.lr > 0) || c.min_lr < 0 || c.min_lr > c.lr) return bad("need --lr > 0 and 0 <= --min-lr <= --lr");
@@ -19,14 +20,44 @@ Status validate(const TrainConfig& c) {
   if (c.weight_decay < 0) return bad("--weight-decay must be >= 0");
   if (c.log_every < 1) return bad("--log-every must be >= 1");
   if (c.eval_every < 0 || c.eval_batches < 1) return bad("need --eval-every >= 0 and --eval-batches >= 1");
-  if (c.ckpt_every < 0 || c.stop_after < 0) return bad("--ckpt-every and --stop-after must be >= 0");
+  if (c.ckpt_every < -1 || c.stop_after < 0) return bad("--ckpt-every must be >= -1 and --stop-after >= 0");
+  if (c.ckpt_every == -1 && c.stop_after > 0) return bad("--stop-after needs a checkpoint: drop --ckpt-every -1");
   if (c.threads < 1) return bad("--threads must be >= 1");
   if (!c.data.empty() && !c.data_bin.empty()) return bad("give --data or --data-bin, not both");
   if (!c.data.empty() && c.model.vocab_size < 256) return bad("--data is byte-level: --vocab must be >= 256");
+  if (c.device != "auto" && c.device != "cuda" && c.device != "cpu") return bad("--device must be cuda, cpu or auto");
+  if (c.dtype != "auto" && c.dtype != "bf16" && c.dtype != "fp16" && c.dtype != "fp32")
+    return bad("--dtype must be bf16, fp16, fp32 or auto");
+  if (!(c.peak_tflops > 0)) return bad("--peak-tflops must be > 0");
   return Status();
 }
 
-nlohmann::json model_to_json(const tensor::GptConfig& c) {
+Result<Placement> resolve_placement(const TrainConfig& c) {
+  Placement p;
+  const int gpus = tensor::cuda_device_count();
+  if (c.device == "cuda" && gpus == 0)
+    return Status(Code::kInvalidArgument, "--device cuda: no CUDA device is visible (or this build has no CUDA); "
+                                          "use --device cpu");
+  p.device = c.device == "cuda" || (c.device == "auto" && gpus > 0) ? MemKind::kCudaDevice : MemKind::kHost;
+  const bool cuda = p.device == MemKind::kCudaDevice;
+  const std::string d = c.dtype == "auto" ? (cuda ? "bf16" : "fp32") : c.dtype;
+  if (!cuda && d != "fp32")
+    return Status(Code::kInvalidArgument, "--dtype " + d + " needs --device cuda; the CPU path computes in fp32");
+  p.dtype = d == "bf16" ? DataType::kBFloat16 : d == "fp16" ? DataType::kFloat16 : DataType::kFloat32;
+  p.loss_scaling = d == "fp16";
+  return p;
+}
+
+const char* placement_name(const Placement& p) {
+  if (p.device == MemKind::kHost) return "cpu fp32";
+  return p.dtype == DataType::kBFloat16 ? "cuda bf16" : p.dtype == DataType::kFloat16 ? "cuda fp16" : "cuda fp32";
+}
+
+double flops_per_token(const model::GptConfig& c, int64_t num_params) {
+  return 6.0 * double(num_params) + 12.0 * c.num_layers * double(c.d_model) * c.max_seq_len;
+}
+
+nlohmann::json model_to_json(const model::GptConfig& c) {
   return {{"layers", c.num_layers},
           {"d_model", c.d_model},
           {"heads", c.num_heads},
@@ -34,8 +65,8 @@ nlohmann::json model_to_json(const tensor::GptConfig& c) {
           {"vocab", c.vocab_size}};
 }
 
-Result<tensor::GptConfig> model_from_json(const nlohmann::json& j) {
-  tensor::GptConfig c;
+Result<model::GptConfig> model_from_json(const nlohmann::json& j) {
+  model::GptConfig c;
   try {
     c.num_layers = j.at("layers").get<int>();
     c.d_model = j.at("d_model").get<int>();
@@ -45,7 +76,7 @@ Result<tensor::GptConfig> model_from_json(const nlohmann::json& j) {
   } catch (const nlohmann::json::exception& e) {
     return Status(Code::kInvalidArgument, std::string("model config: ") + e.what());
   }
-  ZW_TRY(tensor::validate(c));
+  ZW_TRY(model::validate(c));
   return c;
 }
 
@@ -60,7 +91,9 @@ nlohmann::json train_to_json(const TrainConfig& c) {
           {"seed", c.seed},
           {"data", c.data},
           {"data_bin", c.data_bin},
-          {"threads", c.threads}};
+          {"threads", c.threads},
+          {"device", c.device},
+          {"dtype", c.dtype}};
 }
 
 Result<std::vector<int32_t>> load_tokens(const TrainConfig& c, std::string* what) {

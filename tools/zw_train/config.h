@@ -1,6 +1,7 @@
 // zw_train/config.h — the trainer's configuration, its JSON form (kept in checkpoints) and data selection.
 //
-// Non-goals: config files (the flags are the interface), distributed settings.
+// Non-goals: config files (the flags are the interface; the DeepSpeed JSON is parsed by src/zero), distributed
+// settings.
 #pragma once
 
 #include <cstdint>
@@ -8,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "tensor/gpt_layout.h"
+#include "model/gpt_layout.h"
 #include "zerowire/status.h"
 
 namespace zw::train {
 
 struct TrainConfig {
-  tensor::GptConfig model{4, 128, 4, 128, 256};  // layers, d_model, heads, seq_len (= max_seq_len), vocab
+  model::GptConfig model{4, 128, 4, 128, 256};   // layers, d_model, heads, seq_len (= max_seq_len), vocab
   int batch = 8;                                 // sequences per step
   int steps = 500;                               // total optimizer steps (also the cosine schedule's length)
   double lr = 1e-3;                              // peak learning rate
@@ -36,13 +37,30 @@ struct TrainConfig {
   bool quiet = false;                            // no progress lines
   int64_t fault_ckpt_abort_bytes = -1;           // test hook: abort while writing the next checkpoint
   std::string timeline;                          // ZeRO-3: write PREFIX.rank<r>.json span timelines ("" = off)
+  std::string device = "auto";                   // "cuda", "cpu", or "auto" (cuda where a GPU is visible)
+  std::string dtype = "auto";                    // "bf16", "fp16", "fp32", or "auto" (bf16 on cuda, fp32 on cpu)
+  double peak_tflops = 989.4;                    // MFU denominator: H100/H200 SXM dense bf16 (datasheet)
 };
+
+// The device and compute dtype a config resolves to on this machine.
+struct Placement {
+  MemKind device = MemKind::kHost;      // where the model runs
+  DataType dtype = DataType::kFloat32;  // compute dtype
+  bool loss_scaling = false;            // fp16: dynamic loss scaling
+};
+// "auto" picks cuda when a CUDA device is visible (and this build has CUDA); a cuda request without one, or a
+// dtype the device cannot compute in, is kInvalidArgument naming the flag.
+Result<Placement> resolve_placement(const TrainConfig& config);
+const char* placement_name(const Placement& p);  // "cuda bf16", "cpu fp32", ...
+
+// Training FLOPs per token of the model at sequence length T (6·N + 12·L·C·T, as PaLM and llm.c count them).
+double flops_per_token(const model::GptConfig& c, int64_t num_params);
 
 // Checks ranges and combinations; the message names the flag to change.
 Status validate(const TrainConfig& config);
 
-nlohmann::json model_to_json(const tensor::GptConfig& c);
-Result<tensor::GptConfig> model_from_json(const nlohmann::json& j);
+nlohmann::json model_to_json(const model::GptConfig& c);
+Result<model::GptConfig> model_from_json(const nlohmann::json& j);
 nlohmann::json train_to_json(const TrainConfig& c);
 
 // Loads the configured tokens: --data-bin, else --data, else the embedded corpus. `what` describes the source.

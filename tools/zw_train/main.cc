@@ -1,11 +1,12 @@
 // zw_train/main.cc — command line of the reference GPT trainer: train (default), --sample, --dump-corpus.
 //
 // Examples:
-//   zw_train --steps 300 --out-dir run1                      # embedded corpus, no download
+//   zw_train --steps 300 --out-dir run1                      # embedded corpus, no download; on the GPU if there
+//                                                            # is one (bf16), else on the CPU (--device cpu|cuda)
 //   zw_train --data input.txt --layers 6 --d-model 256 --heads 8 --seq-len 256 --out-dir run2
 //   zw_train --out-dir run1 --steps 600 --resume             # continue exactly where run1 stopped
 //   zw_train --sample --ckpt run1/ckpt --prompt "the cat" --tokens 200 --temperature 0.8 --seed 7
-//   zwrun -n 4 -- zw_train --deepspeed_config ds.json --steps 100   # ZeRO-3 across 4 ranks (zero_trainer.h)
+//   zwrun -n 4 -- zw_train --deepspeed_config ds.json --steps 100   # ZeRO-3 across 4 ranks (trainer.h)
 // Non-goals: config files other than the DeepSpeed JSON of --deepspeed_config.
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -16,7 +17,6 @@
 #include "zw_train/data.h"
 #include "zw_train/sample.h"
 #include "zw_train/trainer.h"
-#include "zw_train/zero_trainer.h"
 
 namespace {
 
@@ -41,11 +41,17 @@ void add_train_flags(CLI::App& app, zw::train::TrainConfig& c) {
   app.add_option("--log-every", c.log_every, "progress line every N steps")->capture_default_str();
   app.add_option("--eval-every", c.eval_every, "validation loss every N steps (0: at the end)")->capture_default_str();
   app.add_option("--eval-batches", c.eval_batches, "validation batches per evaluation")->capture_default_str();
-  app.add_option("--ckpt-every", c.ckpt_every, "checkpoint every N steps (0: at the end only)")->capture_default_str();
+  app.add_option("--ckpt-every", c.ckpt_every, "checkpoint every N steps (0: at the end only; -1: never, e.g. for benchmarks)")->capture_default_str();
   app.add_flag("--resume", c.resume, "continue from OUT_DIR/ckpt when it exists");
   app.add_option("--stop-after", c.stop_after, "stop after N steps of this run, with a checkpoint (0: no)");
   app.add_option("--threads", c.threads, "OpenBLAS threads (fixed for reproducible results)")->capture_default_str();
   app.add_flag("--quiet", c.quiet, "no progress lines");
+  app.add_option("--device", c.device, "cuda, cpu, or auto (cuda where a GPU is visible)")->capture_default_str();
+  app.add_option("--dtype", c.dtype,
+                 "compute dtype: bf16, fp16 (dynamic loss scaling) or fp32; auto = bf16 on cuda, fp32 on cpu")
+      ->capture_default_str();
+  app.add_option("--peak-tflops", c.peak_tflops, "MFU denominator in TFLOP/s (default: H100/H200 SXM dense bf16)")
+      ->capture_default_str();
   app.add_option("--timeline", c.timeline,
                  "with --deepspeed_config: record collective and compute spans; rank r writes PREFIX.rank<r>.json "
                  "(Chrome trace JSON) and rank 0 prints the fraction of communication hidden behind compute");
@@ -68,7 +74,7 @@ int dump_corpus(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"zw_train: reference GPT-2 trainer on the zerowire tensor layer (CPU, single process)"};
+  CLI::App app{"zw_train: reference GPT-2 trainer on zerowire (one process on a GPU or the CPU, or ZeRO-3 with zwrun)"};
   zw::train::TrainConfig train;
   zw::train::SampleConfig sample;
   bool sample_mode = false;
@@ -91,6 +97,7 @@ int main(int argc, char** argv) {
     if (sample.ckpt_dir.empty()) sample.ckpt_dir = train.out_dir + "/ckpt";
     sample.seed = train.seed;
     sample.threads = train.threads;
+    sample.device = train.device;
     std::fputs(sample.prompt.c_str(), stdout);
     const zw::Status st = zw::train::sample(sample, [](const std::string& s) {
       std::fwrite(s.data(), 1, s.size(), stdout);  // a byte may be NUL
@@ -109,8 +116,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "zw_train: %s\n", report.status().to_string().c_str());
     return 1;
   }
-  if (report->reporter)
-    std::printf("zw_train: done, %zu steps this run, median %.0f tokens/s\n", report->losses.size(),
-                report->tokens_per_s);
+  if (report->reporter) {
+    if (report->peak_device_bytes > 0)
+      std::printf("zw_train: done, %zu steps this run, median %.0f tokens/s, MFU %.1f %%, peak device memory %.1f GiB "
+                  "(%s)\n",
+                  report->losses.size(), report->tokens_per_s, report->mfu,
+                  double(report->peak_device_bytes) / double(1 << 30), report->device.c_str());
+    else
+      std::printf("zw_train: done, %zu steps this run, median %.0f tokens/s (%s)\n", report->losses.size(),
+                  report->tokens_per_s, report->device.c_str());
+  }
   return 0;
 }

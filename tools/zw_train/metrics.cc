@@ -49,6 +49,7 @@ void MetricsLog::step(const StepRecord& r) {
                   {"lr", r.lr},
                   {"grad_norm", r.grad_norm},
                   {"tokens_per_s", r.tokens_per_s},
+                  {"mfu", r.mfu},
                   {"elapsed", r.elapsed_s}});
 }
 
@@ -70,10 +71,12 @@ std::string format_duration(double s) {
 }
 
 std::string progress_line(const StepRecord& r, int64_t total_steps, double eta_s) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "step %lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | elapsed %s | eta %s",
+  char mfu[32] = "";
+  if (r.mfu > 0) std::snprintf(mfu, sizeof mfu, " | MFU %.1f%%", r.mfu);
+  char buf[288];
+  std::snprintf(buf, sizeof buf, "step %lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s%s | elapsed %s | eta %s",
                 static_cast<long long>(r.step), static_cast<long long>(total_steps), r.loss, r.lr, r.grad_norm,
-                r.tokens_per_s, format_duration(r.elapsed_s).c_str(), format_duration(eta_s).c_str());
+                r.tokens_per_s, mfu, format_duration(r.elapsed_s).c_str(), format_duration(eta_s).c_str());
   return buf;
 }
 

@@ -1,6 +1,6 @@
 // zw_train/metrics.h — the trainer's outputs for people and plots: progress lines and metrics.jsonl.
 //
-// metrics.jsonl holds one JSON object per line: {"step", "loss", "lr", "grad_norm", "tokens_per_s", "elapsed"} per
+// metrics.jsonl holds one JSON object per line: {"step", "loss", "lr", "grad_norm", "tokens_per_s", "mfu", "elapsed"} per
 // training step and {"step", "val_loss", "elapsed"} per evaluation (step = optimizer steps taken). On resume the
 // lines past the checkpoint's step are dropped, so the file reads as one uninterrupted run.
 // Non-goals: TensorBoard or other formats, buffering across crashes (each line is flushed).
@@ -20,6 +20,7 @@ struct StepRecord {
   double lr = 0;            // learning rate used
   double grad_norm = 0;     // global norm before clipping
   double tokens_per_s = 0;  // this step's throughput
+  double mfu = 0;           // model FLOPs utilization of this step, percent (0: not reported, e.g. on the CPU)
   double elapsed_s = 0;     // training wall time so far
 };
 
@@ -38,7 +39,8 @@ class MetricsLog {
   std::FILE* f_ = nullptr;
 };
 
-// "step 12/500 | loss 2.3456 | lr 1.00e-03 | norm 0.812 | 10234 tok/s | elapsed 1m02s | eta 3m10s".
+// "step 12/500 | loss 2.3456 | lr 1.00e-03 | norm 0.812 | 10234 tok/s | MFU 41.2% | elapsed 1m02s | eta 3m10s"
+// (the MFU field only when it is reported).
 std::string progress_line(const StepRecord& r, int64_t total_steps, double eta_s);
 std::string format_duration(double seconds);
 

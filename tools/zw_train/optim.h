@@ -1,17 +1,12 @@
-// zw_train/optim.h — the trainer's optimizer pieces: LR schedule, global-norm gradient clipping, and AdamW state
-// that a checkpoint can save and restore.
+// zw_train/optim.h — the trainer's learning-rate schedule and the optimizer state a checkpoint carries.
 //
-// The update math is the tensor layer's adamw_update (PyTorch AdamW, the layout's GPT-2 decay rule). The trainer
-// keeps its own m/v/step here rather than using tensor::AdamW because that class neither exposes its state (needed
-// for checkpoints) nor takes a per-step learning rate (needed for the schedule).
-// Non-goals: SIMD or threaded updates, other optimizers, loss scaling.
+// The update itself is tensor::FlatAdamW (tensor/adamw.h) on the model's device, with gradient unscaling and
+// global-norm clipping folded into one factor computed on the device (tensor::grad_factor): see trainer.cc.
+// Non-goals: other optimizers or schedules (the DeepSpeed "scheduler" block is the ZeRO path's business).
 #pragma once
 
 #include <cstdint>
 #include <vector>
-
-#include "tensor/adamw.h"
-#include "tensor/gpt_layout.h"
 
 namespace zw::train {
 
@@ -24,20 +19,10 @@ struct LrSchedule {
   double at(int64_t step) const;
 };
 
-// sqrt(sum of squares) over n floats, accumulated in double in index order (deterministic).
-double global_norm(const float* grads, size_t n);
-// Scales grads by max_norm / norm when norm > max_norm > 0 (norm as returned by global_norm). Returns the factor.
-double clip_by_global_norm(float* grads, size_t n, double norm, double max_norm);
-
-// AdamW moments and step counter over the layout's flat buffer.
+// AdamW moments and step counter over the layout's flat buffer, as a checkpoint holds them (host f32).
 struct OptimizerState {
   std::vector<float> m, v;  // layout.total_numel each
   int64_t step = 0;         // updates taken (the next one is step + 1)
-
-  void reset(size_t numel);
-  // One update of every slot of the layout with learning rate `lr` (hyperparameters other than lr from `base`).
-  void update(const tensor::AdamWConfig& base, double lr, const tensor::GptLayout& layout, float* params,
-              const float* grads);
 };
 
 }  // namespace zw::train

@@ -1,18 +1,24 @@
-// zw_train/sample.cc — sampling from a checkpoint with a full forward per token.
+// zw_train/sample.cc — loading any checkpoint into the flat layout, and sampling with a full forward per token.
 //
 // Non-goals: see sample.h.
 #include "zw_train/sample.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <vector>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
 
-#include "tensor/gpt.h"
+#include "model/gpt.h"
+#include "zero/checkpoint/checkpoint.h"
+#include "zero/checkpoint/safetensors.h"
 #include "zw_train/checkpoint.h"
 #include "zw_train/config.h"
 #include "zw_train/data.h"
-#include "zw_train/zero_sample.h"
 
 namespace zw::train {
 namespace {
@@ -38,39 +44,103 @@ std::string token_text(int token) {
   return buf;
 }
 
+// Any tensor's values as host f32 (waits for the device).
+Status to_host_f32(const tensor::Tensor& t, float* out) {
+  ZW_ASSIGN_OR_RETURN(const tensor::OwnedTensor host, tensor::OwnedTensor::zeros(t.dtype, t.shape));
+  ZW_TRY(tensor::copy(host, t));
+  return tensor::convert(host, tensor::Tensor::host(out, t.shape));
+}
+
+// out_dir/ckpt_zero: model.json, and the checkpoint `latest` names consolidated to f32 by parameter name.
+Result<FlatCheckpoint> load_zero_params(const std::string& dir) {
+  std::ifstream latest(dir + "/latest"), model(dir + "/" + kZeroModelFile);
+  std::string tag;
+  if (!(latest >> tag)) return Status(Code::kNotFound, "sample: " + dir + "/latest names no checkpoint");
+  const nlohmann::json mj = nlohmann::json::parse(model, nullptr, false);
+  if (mj.is_discarded())
+    return Status(Code::kInvalidArgument, "sample: " + dir + "/" + kZeroModelFile + " is missing or not JSON");
+  FlatCheckpoint out;
+  ZW_ASSIGN_OR_RETURN(out.model, model_from_json(mj));
+  const std::string tmp =
+      std::filesystem::temp_directory_path().string() + "/zw_sample_" + std::to_string(::getpid()) + ".safetensors";
+  ZW_TRY(zero::consolidate_checkpoint(dir + "/" + tag, tmp, DataType::kFloat32));
+  Result<zero::SafetensorsReader> reader = zero::SafetensorsReader::open(tmp);
+  std::filesystem::remove(tmp);  // the open file stays readable
+  ZW_TRY(reader.status().ok() ? Status() : reader.status());
+  ZW_ASSIGN_OR_RETURN(const model::GptLayout layout, model::make_gpt_layout(out.model));
+  out.params.assign(size_t(layout.total_numel), 0.0f);
+  for (const tensor::UnitLayout& u : layout.units)
+    for (const tensor::ParamLayout& p : u.params) {
+      ZW_ASSIGN_OR_RETURN(const zero::StTensor* t, reader->find(p.name));
+      if (t->dtype != "F32" || t->bytes() != size_t(p.numel()) * 4)
+        return Status(Code::kInvalidArgument, "sample: " + p.name + " in " + dir + "/" + tag + " is " + t->dtype +
+                                                  " of " + std::to_string(t->bytes()) + " bytes, expected F32 " +
+                                                  p.shape.to_string());
+      ZW_TRY(reader->read(*t, 0, out.params.data() + u.offset + p.offset, t->bytes()));
+    }
+  return out;
+}
+
 }  // namespace
+
+Result<FlatCheckpoint> load_flat_params(const std::string& ckpt_dir) {
+  if (std::filesystem::exists(ckpt_dir + "/latest")) return load_zero_params(ckpt_dir);
+  ZW_ASSIGN_OR_RETURN(LoadedCheckpoint ck, load_checkpoint(ckpt_dir));
+  FlatCheckpoint out;
+  ZW_ASSIGN_OR_RETURN(out.model, model_from_json(ck.meta.model));
+  out.params = std::move(ck.params);
+  return out;
+}
 
 Status sample(const SampleConfig& c, const std::function<void(const std::string&)>& emit) {
   if (c.tokens < 0) return Status(Code::kInvalidArgument, "--tokens must be >= 0");
   if (c.temperature < 0) return Status(Code::kInvalidArgument, "--temperature must be >= 0");
   set_blas_threads(c.threads);
-  LoadedCheckpoint ck;
-  tensor::GptConfig model_config;
-  if (is_zero_checkpoint(c.ckpt_dir)) {  // out_dir/ckpt_zero of a --deepspeed_config run
-    ZW_ASSIGN_OR_RETURN(ZeroParams zp, load_zero_params(c.ckpt_dir));
-    model_config = zp.model;
-    ck.params = std::move(zp.params);
-  } else {
-    ZW_ASSIGN_OR_RETURN(ck, load_checkpoint(c.ckpt_dir));
-    ZW_ASSIGN_OR_RETURN(model_config, model_from_json(ck.meta.model));
-  }
-  ZW_ASSIGN_OR_RETURN(const tensor::GptLayout layout, tensor::make_gpt_layout(model_config));
-  if (ck.params.size() != layout.total_numel)
+  ZW_ASSIGN_OR_RETURN(FlatCheckpoint ck, load_flat_params(c.ckpt_dir));
+  ZW_ASSIGN_OR_RETURN(const model::GptLayout layout, model::make_gpt_layout(ck.model));
+  if (ck.params.size() != size_t(layout.total_numel))
     return Status(Code::kInvalidArgument, "sample: checkpoint " + c.ckpt_dir + " does not match its model config");
-  const int T = model_config.max_seq_len, V = model_config.vocab_size;
-  ZW_ASSIGN_OR_RETURN(auto model, tensor::GptModel::create(layout, 1, T));
-  ZW_TRY(model->bind_flat(MemRef::host(ck.params.data(), ck.params.size() * sizeof(float)), MemRef{}));
+  TrainConfig tc;
+  tc.device = c.device;
+  ZW_ASSIGN_OR_RETURN(const Placement place, resolve_placement(tc));
+  std::unique_ptr<tensor::CudaContext> cuda;
+  std::unique_ptr<tensor::CudaScope> scope;
+  if (place.device == MemKind::kCudaDevice) {
+    ZW_ASSIGN_OR_RETURN(cuda, tensor::CudaContext::create());
+    scope = std::make_unique<tensor::CudaScope>(*cuda);
+  }
+  const int T = ck.model.max_seq_len, V = ck.model.vocab_size;
+  const int device = cuda ? cuda->device() : 0;
+  const tensor::Shape flat{layout.total_numel};
+  ZW_ASSIGN_OR_RETURN(tensor::OwnedTensor values, tensor::OwnedTensor::zeros(place.dtype, flat, place.device, device));
+  if (place.device == MemKind::kHost) {
+    std::copy(ck.params.begin(), ck.params.end(), values.data<float>());
+  } else {
+    ZW_ASSIGN_OR_RETURN(tensor::OwnedTensor f32, tensor::OwnedTensor::zeros(DataType::kFloat32, flat, place.device, device));
+    ZW_TRY(tensor::copy(f32, tensor::Tensor::host(ck.params.data(), flat)));
+    ZW_TRY(tensor::convert(f32, values));
+  }
+  model::FlatParams params(layout, values.tensor().mem, place.dtype, MemRef{}, DataType::kFloat32);
+  model::GptOptions mo;
+  mo.batch = 1;
+  mo.device = place.device;
+  mo.dtype = place.dtype;
+  mo.cuda = cuda.get();
+  ZW_ASSIGN_OR_RETURN(auto model, model::GptModel::create(layout, mo));
   std::vector<int32_t> context = bytes_to_tokens(c.prompt.empty() ? std::string("\n") : c.prompt);
   for (int32_t& t : context) t = std::min(t, V - 1);
   SplitMix rng(c.seed);
   std::vector<int32_t> window(T, 0);
+  std::vector<float> row(V);
   for (int n = 0; n < c.tokens; ++n) {
     const size_t len = std::min(context.size(), size_t(T));
     std::fill(window.begin(), window.end(), 0);
     std::copy(context.end() - len, context.end(), window.begin());
-    ZW_TRY(model->forward(window.data(), nullptr));
-    const float* logits = model->logits().data<float>() + (len - 1) * size_t(V);
-    const int token = pick_token(logits, V, c.temperature, rng);
+    ZW_TRY(model->forward(params, window.data(), nullptr, model::Pass::kLogits));
+    ZW_ASSIGN_OR_RETURN(const tensor::Tensor last, model->logits().reshape(tensor::Shape{T, V}));
+    ZW_ASSIGN_OR_RETURN(const tensor::Tensor at, last.narrow(int64_t(len) - 1, 1));
+    ZW_TRY(to_host_f32(at, row.data()));
+    const int token = pick_token(row.data(), V, c.temperature, rng);
     context.push_back(token);
     emit(token_text(token));
   }

@@ -1,4 +1,5 @@
-// zw_train/trainer.cc — the training loop: init/resume, steps, evaluation, checkpoints, metrics.
+// zw_train/trainer.cc — the training loop, one for every path: init or resume, micro steps through the model,
+// the strategy's optimizer step, logging with tokens/s and MFU, evaluation, checkpoints.
 //
 // Non-goals: see trainer.h.
 #include "zw_train/trainer.h"
@@ -6,15 +7,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 
-#include "tensor/gpt.h"
-#include "zw_train/checkpoint.h"
+#include "model/gpt.h"
 #include "zw_train/data.h"
 #include "zw_train/metrics.h"
 #include "zw_train/optim.h"
+#include "zw_train/strategy.h"
 
 namespace zw::train {
 namespace {
@@ -24,179 +24,264 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 class Trainer {
  public:
-  explicit Trainer(const TrainConfig& c) : c_(c) {}
-  Status init();
+  Trainer(const TrainConfig& c, const Placement& p) : c_(c), place_(p) {}
+  // Builds data, model and strategy (make_strategy is called with the layout), then initializes or resumes.
+  Status init(const std::function<Result<std::unique_ptr<Strategy>>(const model::GptLayout&, tensor::CudaContext*)>&
+                  make_strategy);
   Result<TrainReport> run();
 
  private:
-  Status resume_from_checkpoint();
   Result<StepRecord> train_step(int64_t step);
   Result<double> evaluate();
   Status checkpoint(int64_t steps_taken);
-  float* params() const { return params_.data<float>(); }
-  float* grads() const { return grads_.data<float>(); }
-  std::string ckpt_dir() const { return c_.out_dir + "/ckpt"; }
+  Status check_resumable(const nlohmann::json& client) const;
+  void print_summary(const std::string& what) const;
+  bool leader() const { return strategy_->rank() == 0; }
+  // First row of this rank's micro step k in the global batch.
+  int64_t rows_of(int k) const { return (int64_t(k) * strategy_->world_size() + strategy_->rank()) * mb_; }
 
   TrainConfig c_;
-  tensor::GptLayout layout_;
+  Placement place_;
+  model::GptLayout layout_;
   Dataset data_;
-  std::unique_ptr<tensor::GptModel> model_;
-  tensor::OwnedTensor params_, grads_;
-  OptimizerState opt_;
+  std::unique_ptr<tensor::CudaContext> cuda_;
+  std::unique_ptr<tensor::CudaScope> scope_;
+  std::unique_ptr<Strategy> strategy_;
+  std::unique_ptr<model::GptModel> model_;
   SplitMix rng_;
   LrSchedule schedule_;
   MetricsLog metrics_;
-  std::vector<int32_t> inputs_, targets_;
+  std::vector<int32_t> inputs_, targets_;  // the global batch
+  int mb_ = 1, gas_ = 1, global_batch_ = 1;
+  double flops_per_token_ = 0;
+  int64_t first_step_ = 0;   // steps already taken (resume)
   double elapsed_base_ = 0;  // training time of earlier runs (resume)
   Clock::time_point start_;
-  bool fault_armed_ = false;
 };
 
-Status Trainer::init() {
-  ZW_TRY(validate(c_));
+Status Trainer::init(
+    const std::function<Result<std::unique_ptr<Strategy>>(const model::GptLayout&, tensor::CudaContext*)>&
+        make_strategy) {
   set_blas_threads(c_.threads);
   std::string what;
   ZW_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, load_tokens(c_, &what));
   ZW_ASSIGN_OR_RETURN(data_, Dataset::create(std::move(tokens), c_.model.max_seq_len, c_.model.vocab_size));
-  ZW_ASSIGN_OR_RETURN(layout_, tensor::make_gpt_layout(c_.model));
-  ZW_ASSIGN_OR_RETURN(model_, tensor::GptModel::create(layout_, c_.batch, c_.model.max_seq_len));
-  const tensor::Shape flat{int64_t(layout_.total_numel)};
-  ZW_ASSIGN_OR_RETURN(params_, tensor::OwnedTensor::zeros(DataType::kFloat32, flat));
-  ZW_ASSIGN_OR_RETURN(grads_, tensor::OwnedTensor::zeros(DataType::kFloat32, flat));
-  ZW_TRY(model_->bind_flat(params_.tensor().mem, grads_.tensor().mem));
-  opt_.reset(layout_.total_numel);
+  ZW_ASSIGN_OR_RETURN(layout_, model::make_gpt_layout(c_.model));
+  if (place_.device == MemKind::kCudaDevice) {
+    ZW_ASSIGN_OR_RETURN(cuda_, tensor::CudaContext::create());
+    scope_ = std::make_unique<tensor::CudaScope>(*cuda_);
+  }
+  ZW_ASSIGN_OR_RETURN(strategy_, make_strategy(layout_, cuda_.get()));
+  mb_ = strategy_->micro_batch();
+  gas_ = strategy_->accumulation_steps();
+  global_batch_ = mb_ * gas_ * strategy_->world_size();
+  model::GptOptions mo;
+  mo.batch = mb_;
+  mo.device = place_.device;
+  mo.dtype = place_.dtype;
+  mo.cuda = cuda_.get();
+  ZW_ASSIGN_OR_RETURN(model_, model::GptModel::create(layout_, mo));
+  flops_per_token_ = flops_per_token(c_.model, layout_.num_params);
   rng_ = SplitMix(c_.seed ^ 0xda7a5eedull);
   schedule_ = LrSchedule{c_.lr, c_.min_lr, c_.warmup_steps, c_.steps};
-  inputs_.resize(size_t(c_.batch) * c_.model.max_seq_len);
+  inputs_.resize(size_t(global_batch_) * c_.model.max_seq_len);
   targets_.resize(inputs_.size());
-  fault_armed_ = c_.fault_ckpt_abort_bytes >= 0;
-  int64_t keep_metrics = -1;
-  if (c_.resume && checkpoint_exists(ckpt_dir())) {
-    ZW_TRY(resume_from_checkpoint());
-    keep_metrics = opt_.step;
-  } else {
-    if (c_.resume)
-      std::printf("zw_train: --resume: no checkpoint in %s yet, starting from step 0\n", ckpt_dir().c_str());
-    ZW_TRY(tensor::init_gpt_params(layout_, c_.seed, params_));
-  }
   std::error_code ec;
   std::filesystem::create_directories(c_.out_dir, ec);
   if (ec) return Status(Code::kSystem, "cannot create --out-dir " + c_.out_dir + ": " + ec.message());
-  ZW_TRY(metrics_.open(c_.out_dir + "/metrics.jsonl", keep_metrics));
-  if (!c_.quiet)
-    std::printf(
-        "zw_train: %zu parameters (%d layers, d_model %d, %d heads, T %d, V %d), batch %d; data: %s, "
-        "%zu train / %zu val tokens; %d BLAS thread(s)\n",
-        layout_.num_params, c_.model.num_layers, c_.model.d_model, c_.model.num_heads, c_.model.max_seq_len,
-        c_.model.vocab_size, c_.batch, what.c_str(), data_.train_tokens(), data_.val_tokens(), c_.threads);
+  std::optional<nlohmann::json> client;
+  if (c_.resume) {
+    ZW_ASSIGN_OR_RETURN(client, strategy_->load(c_.out_dir, [&](const nlohmann::json& j) { return check_resumable(j); }));
+    if (!client && leader())
+      std::printf("zw_train: --resume: no checkpoint in %s yet, starting from step 0\n", c_.out_dir.c_str());
+  }
+  if (client) {
+    first_step_ = client->at("train_step").get<int64_t>();
+    rng_.set_state(client->at("data_rng").get<uint64_t>());
+    elapsed_base_ = client->value("elapsed_s", 0.0);
+  } else {
+    ZW_TRY(strategy_->init_params(c_.seed));
+  }
+  if (leader()) ZW_TRY(metrics_.open(c_.out_dir + "/metrics.jsonl", client ? first_step_ : -1));
+  if (leader() && !c_.quiet) print_summary(what);
+  if (client && leader() && !c_.quiet)
+    std::printf("zw_train: resumed from %s at step %lld\n", c_.out_dir.c_str(), (long long)first_step_);
   return Status();
 }
 
-Status Trainer::resume_from_checkpoint() {
-  ZW_ASSIGN_OR_RETURN(LoadedCheckpoint ck, load_checkpoint(ckpt_dir()));
-  ZW_ASSIGN_OR_RETURN(tensor::GptConfig model, model_from_json(ck.meta.model));
-  if (model_to_json(model) != model_to_json(c_.model))
-    return Status(Code::kInvalidArgument, "resume: the checkpoint in " + ckpt_dir() + " has model " +
-                                              ck.meta.model.dump() + " but the flags give " +
+void Trainer::print_summary(const std::string& what) const {
+  std::printf(
+      "zw_train: %lld parameters (%d layers, d_model %d, %d heads, T %d, V %d) on %s; global batch %d = micro %d x "
+      "accumulation %d x %d rank(s); data: %s, %zu train / %zu val tokens; %d BLAS thread(s)\nzw_train: %s\n",
+      (long long)layout_.num_params, c_.model.num_layers, c_.model.d_model, c_.model.num_heads, c_.model.max_seq_len,
+      c_.model.vocab_size, placement_name(place_), global_batch_, mb_, gas_, strategy_->world_size(), what.c_str(),
+      data_.train_tokens(), data_.val_tokens(), c_.threads, strategy_->describe().c_str());
+}
+
+Status Trainer::check_resumable(const nlohmann::json& client) const {
+  if (!client.is_object() || !client.contains("train_step") || !client.contains("data_rng"))
+    return Status(Code::kInvalidArgument, "resume: the checkpoint in " + c_.out_dir +
+                                              " has no zw_train state; was it written by zw_train?");
+  if (client.value("model", nlohmann::json()) != model_to_json(c_.model))
+    return Status(Code::kInvalidArgument, "resume: the checkpoint in " + c_.out_dir + " has model " +
+                                              client.value("model", nlohmann::json()).dump() + " but the flags give " +
                                               model_to_json(c_.model).dump() + "; pass the same model flags");
-  if (ck.meta.data_fingerprint != data_.fingerprint())
-    return Status(Code::kInvalidArgument, "resume: the checkpoint in " + ckpt_dir() +
+  if (client.value("data_fingerprint", uint64_t{0}) != data_.fingerprint())
+    return Status(Code::kInvalidArgument, "resume: the checkpoint in " + c_.out_dir +
                                               " was trained on different data; pass the same --data/--data-bin");
-  if (ck.params.size() != layout_.total_numel)
-    return Status(Code::kInvalidArgument, "resume: checkpoint parameter count does not match the layout");
-  std::copy(ck.params.begin(), ck.params.end(), params());
-  opt_ = std::move(ck.opt);
-  rng_.set_state(ck.meta.data_rng);
-  elapsed_base_ = ck.meta.elapsed_s;
-  if (!c_.quiet) std::printf("zw_train: resumed from %s at step %lld\n", ckpt_dir().c_str(), (long long)opt_.step);
   return Status();
 }
 
 Result<StepRecord> Trainer::train_step(int64_t step) {
   const Clock::time_point t0 = Clock::now();
-  data_.train_batch(rng_, c_.batch, inputs_.data(), targets_.data());
-  std::memset(grads(), 0, layout_.total_numel * sizeof(float));
-  ZW_ASSIGN_OR_RETURN(const float loss, model_->forward(inputs_.data(), targets_.data()));
-  ZW_TRY(model_->backward());
+  data_.train_batch(rng_, global_batch_, inputs_.data(), targets_.data());
+  const int64_t T = c_.model.max_seq_len;
+  double local = 0;
+  for (int k = 0; k < gas_; ++k) {
+    const int64_t off = rows_of(k) * T;
+    ZW_TRY(strategy_->begin_micro_step());
+    ZW_TRY(model_->forward(strategy_->params(), inputs_.data() + off, targets_.data() + off, model::Pass::kTrain));
+    ZW_TRY(model_->backward(strategy_->params()));
+    ZW_TRY(strategy_->end_micro_step());
+    ZW_ASSIGN_OR_RETURN(const double loss, model_->loss());
+    local += loss;
+  }
   StepRecord r;
-  r.grad_norm = global_norm(grads(), layout_.total_numel);
-  clip_by_global_norm(grads(), layout_.total_numel, r.grad_norm, c_.grad_clip);
-  r.lr = schedule_.at(step);
-  tensor::AdamWConfig adam;
-  adam.beta1 = 0.9f;
-  adam.beta2 = 0.95f;
-  adam.eps = 1e-8f;
-  adam.weight_decay = static_cast<float>(c_.weight_decay);
-  opt_.update(adam, r.lr, layout_, params(), grads());
+  r.lr = strategy_->lr(schedule_.at(step));
+  ZW_ASSIGN_OR_RETURN(const StepOutcome out, strategy_->step(r.lr));
+  ZW_ASSIGN_OR_RETURN(const double total, strategy_->sum_over_ranks(local));
   r.step = step + 1;
-  r.loss = loss;
+  r.loss = total / double(gas_ * strategy_->world_size());
+  r.grad_norm = out.grad_norm;
   r.tokens_per_s = double(inputs_.size()) / seconds_since(t0);
+  if (place_.device == MemKind::kCudaDevice)
+    r.mfu = 100.0 * r.tokens_per_s * flops_per_token_ / (c_.peak_tflops * 1e12) / strategy_->world_size();
   r.elapsed_s = elapsed_base_ + seconds_since(start_);
+  if (out.skipped && leader() && !c_.quiet)
+    std::printf("step %lld: gradient overflow at loss scale %g, optimizer step skipped\n", (long long)r.step,
+                out.loss_scale);
   return r;
 }
 
 Result<double> Trainer::evaluate() {
+  const int64_t T = c_.model.max_seq_len;
   double sum = 0;
   for (int i = 0; i < c_.eval_batches; ++i) {
-    data_.val_batch(i, c_.batch, inputs_.data(), targets_.data());
-    ZW_ASSIGN_OR_RETURN(const float loss, model_->forward(inputs_.data(), targets_.data()));
-    sum += loss;
+    data_.val_batch(i, global_batch_, inputs_.data(), targets_.data());
+    for (int k = 0; k < gas_; ++k) {
+      const int64_t off = rows_of(k) * T;
+      ZW_TRY(strategy_->begin_eval());
+      Status s = model_->forward(strategy_->params(), inputs_.data() + off, targets_.data() + off, model::Pass::kEval);
+      ZW_TRY(strategy_->end_eval());
+      ZW_TRY(s);
+      ZW_ASSIGN_OR_RETURN(const double loss, model_->loss());
+      sum += loss;
+    }
   }
-  return sum / c_.eval_batches;
+  ZW_ASSIGN_OR_RETURN(const double total, strategy_->sum_over_ranks(sum));
+  return total / double(gas_ * strategy_->world_size() * c_.eval_batches);
 }
 
 Status Trainer::checkpoint(int64_t steps_taken) {
-  CheckpointMeta meta;
-  meta.model = model_to_json(c_.model);
-  meta.train = train_to_json(c_);
-  meta.step = steps_taken;
-  meta.data_rng = rng_.state();
-  meta.data_fingerprint = data_.fingerprint();
-  meta.elapsed_s = elapsed_base_ + seconds_since(start_);
-  CheckpointFault fault;
-  if (fault_armed_) fault.abort_after_bytes = c_.fault_ckpt_abort_bytes;
-  ZW_TRY(save_checkpoint(ckpt_dir(), meta, params(), opt_, layout_.total_numel, fault));
-  if (!c_.quiet) std::printf("zw_train: checkpoint at step %lld -> %s\n", (long long)steps_taken, ckpt_dir().c_str());
+  nlohmann::json client = {{"train_step", steps_taken},
+                           {"data_rng", rng_.state()},
+                           {"data_fingerprint", data_.fingerprint()},
+                           {"elapsed_s", elapsed_base_ + seconds_since(start_)},
+                           {"model", model_to_json(c_.model)},
+                           {"train", train_to_json(c_)}};
+  ZW_TRY(strategy_->save(c_.out_dir, steps_taken, client));
+  if (leader() && !c_.quiet)
+    std::printf("zw_train: checkpoint at step %lld -> %s\n", (long long)steps_taken, c_.out_dir.c_str());
   return Status();
 }
 
 Result<TrainReport> Trainer::run() {
   TrainReport report;
-  report.first_step = opt_.step;
+  report.reporter = leader();
+  report.first_step = first_step_;
   start_ = Clock::now();
+  if (cuda_) tensor::cuda_reset_peak();
   int64_t end = c_.steps;
-  if (c_.stop_after > 0) end = std::min<int64_t>(end, opt_.step + c_.stop_after);
-  std::vector<double> rates;
-  for (int64_t step = opt_.step; step < end; ++step) {
+  if (c_.stop_after > 0) end = std::min<int64_t>(end, first_step_ + c_.stop_after);
+  std::vector<double> rates, mfus;
+  for (int64_t step = first_step_; step < end; ++step) {
     ZW_ASSIGN_OR_RETURN(const StepRecord r, train_step(step));
     report.losses.push_back(float(r.loss));
     rates.push_back(r.tokens_per_s);
-    metrics_.step(r);
-    const double per_step = seconds_since(start_) / double(step + 1 - report.first_step);
-    if (!c_.quiet && (r.step % c_.log_every == 0 || r.step == end))
+    mfus.push_back(r.mfu);
+    if (leader()) metrics_.step(r);
+    const double per_step = seconds_since(start_) / double(step + 1 - first_step_);
+    if (leader() && !c_.quiet && (r.step % c_.log_every == 0 || r.step == end))
       std::printf("%s\n", progress_line(r, c_.steps, per_step * double(c_.steps - r.step)).c_str());
     if ((c_.eval_every > 0 && r.step % c_.eval_every == 0) || r.step == c_.steps) {
       ZW_ASSIGN_OR_RETURN(const double val, evaluate());
       report.val_losses.emplace_back(r.step, val);
-      metrics_.val(r.step, val, r.elapsed_s);
-      if (!c_.quiet) std::printf("step %lld | val_loss %.4f\n", (long long)r.step, val);
+      if (leader()) metrics_.val(r.step, val, r.elapsed_s);
+      if (leader() && !c_.quiet) std::printf("step %lld | val_loss %.4f\n", (long long)r.step, val);
     }
-    if ((c_.ckpt_every > 0 && r.step % c_.ckpt_every == 0) || r.step == end) ZW_TRY(checkpoint(r.step));
+    if (c_.ckpt_every >= 0 && ((c_.ckpt_every > 0 && r.step % c_.ckpt_every == 0) || r.step == end))
+      ZW_TRY(checkpoint(r.step));
     std::fflush(stdout);
   }
+  ZW_TRY(strategy_->finish(c_.quiet || !leader()));
   if (!rates.empty()) {
     std::sort(rates.begin(), rates.end());
+    std::sort(mfus.begin(), mfus.end());
     report.tokens_per_s = rates[rates.size() / 2];
+    report.mfu = mfus[mfus.size() / 2];
   }
+  report.device = placement_name(place_);
+  if (cuda_) report.peak_device_bytes = tensor::cuda_bytes_peak();
   return report;
+}
+
+// Runs a trainer built with `make_strategy`; on a multi-rank failure the caller aborts the communicator.
+Result<TrainReport> train_with(
+    const TrainConfig& config, const Placement& placement,
+    const std::function<Result<std::unique_ptr<Strategy>>(const model::GptLayout&, tensor::CudaContext*)>& make) {
+  Trainer trainer(config, placement);
+  ZW_TRY(trainer.init(make));
+  return trainer.run();
 }
 
 }  // namespace
 
 Result<TrainReport> run_training(const TrainConfig& config) {
-  Trainer trainer(config);
-  ZW_TRY(trainer.init());
-  return trainer.run();
+  ZW_TRY(validate(config));
+  ZW_ASSIGN_OR_RETURN(const Placement placement, resolve_placement(config));
+  return train_with(config, placement, [&](const model::GptLayout& layout, tensor::CudaContext* cuda) {
+    return make_flat_strategy(config, layout, placement, cuda);
+  });
+}
+
+Result<TrainReport> run_zero_training(const TrainConfig& config, const zero::ZeroConfig& ds, Communicator& comm) {
+  Result<TrainReport> r = [&]() -> Result<TrainReport> {
+    ZW_TRY(validate(config));
+    TrainConfig c = config;
+    if (c.device == "auto") c.device = "cpu";  // the engine's device path is not built yet (see strategy.h)
+    ZW_ASSIGN_OR_RETURN(const Placement placement, resolve_placement(c));
+    if (placement.device != MemKind::kHost)
+      return Status(Code::kUnsupported, "zw_train: ZeRO-3 (--deepspeed_config) runs on host memory for now; pass "
+                                        "--device cpu (or leave --device at auto)");
+    return train_with(c, placement, [&](const model::GptLayout& layout, tensor::CudaContext*) {
+      return make_zero_strategy(c, ds, comm, layout);
+    });
+  }();
+  if (!r.ok()) {
+    const Status s = r.status().with_context("rank " + std::to_string(comm.rank()));
+    comm.abort(s);  // peers waiting in a collective fail now instead of at their timeout
+    return s;
+  }
+  return r;
+}
+
+Result<TrainReport> run_zero_training_from_env(const TrainConfig& config, const std::string& ds_config_path) {
+  ZW_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, Communicator::create_from_environment());
+  const std::string source = "ZW_WORLD_SIZE=" + std::to_string(comm->size()) + " (the launcher's rank count)";
+  ZW_ASSIGN_OR_RETURN(const zero::ZeroConfig ds, zero::load_zero_config(ds_config_path, comm->size(), source));
+  TrainConfig c = config;
+  if (comm->rank() != 0) c.quiet = true;
+  return run_zero_training(c, ds, *comm);
 }
 
 }  // namespace zw::train

@@ -31,6 +31,9 @@ struct OpRecord {
   uint32_t ring_blocks;           // slices of the ring kernel (must match)
   double premul;                  // pre-multiplied sum factor (1: plain)
   IpcBuffer in, out, scratch;
+  uint64_t stream_id;             // ranks sharing a GPU in one process: cudaStreamGetId of the stream (else 0)
+  uint8_t stream_legacy;          // ... 1: it is the legacy default stream
+  uint8_t stream_blocking;        // ... 1: it synchronizes with the legacy default stream (not non-blocking)
 };
 constexpr size_t kOneshotMin = 64 << 10;  // one-shot all-reduce only above this many bytes read from peers
 
@@ -142,6 +145,13 @@ Result<std::unique_ptr<GpuComm>> GpuComm::create(CommImpl& impl, int device) {
   if (!ipc.ok()) return ipc.status().with_context("setting up device-memory collectives on rank " +
                                                   std::to_string(g->rank_));
   g->shared_->ipc = std::move(ipc).value();
+  for (int p = 0; p < g->size_; ++p)
+    for (int q = p + 1; q < g->size_; ++q) {
+      const transport::cuda_ipc::NodePeer &a = g->shared_->ipc->peer(p), &b = g->shared_->ipc->peer(q);
+      if (a.host != b.host || a.pid != b.pid || a.uuid != b.uuid) continue;
+      g->sharers_.emplace_back(p, q);
+      g->describe_stream_ = g->describe_stream_ || p == g->rank_ || q == g->rank_;
+    }
   g->threads_ = static_cast<int>(std::clamp<int64_t>(k.cuda_threads / 32 * 32, 64, 1024));
   const int fit = std::max(1, g->shared_->ipc->device().sm_count / g->shared_->ipc->ranks_on_device());
   // Measured on 2×H200 (docs/PERF.md): every SM moving data gives 330-360 GB/s at 1 GiB, 32 blocks 260-320.
@@ -260,6 +270,16 @@ Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptio
   const size_t remote = desc.count * dtype_size(desc.dtype) * static_cast<size_t>(size_ - 1);
   mine.oneshot = desc.kind == OpKind::kAllReduce && !ring && o.input.ptr != o.output.ptr && remote > kOneshotMin &&
                  remote <= oneshot_bytes_;
+  if (describe_stream_) {
+    auto stream = static_cast<cudaStream_t>(o.stream);
+    unsigned int flags = 0;
+    unsigned long long id = 0;
+    ZW_TRY(cuda_status(cudaStreamGetId(stream, &id), "cudaStreamGetId"));
+    ZW_TRY(cuda_status(cudaStreamGetFlags(stream, &flags), "cudaStreamGetFlags"));
+    mine.stream_id = id;
+    mine.stream_legacy = stream == nullptr || stream == cudaStreamLegacy ? 1 : 0;
+    mine.stream_blocking = (flags & cudaStreamNonBlocking) == 0 ? 1 : 0;
+  }
   if (ring && desc.kind == OpKind::kReduceScatter) {
     ZW_TRY(ensure_scratch(desc.count * dtype_size(desc.dtype)));
     ZW_ASSIGN_OR_RETURN(mine.scratch, ipc.exporter().describe(scratch_));
@@ -286,6 +306,7 @@ Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptio
                                        " issued " + describe_op(mine) + " but " + ipc.describe(p) + " issued " +
                                        describe_op(r));
   }
+  ZW_TRY(check_streams(seq, *peers));
   // Map what this rank's share of the work touches.
   auto quiesce = [&]() -> Status {
     return last_event_ ? cuda_status(cudaEventSynchronize(*last_event_), "waiting before unmapping") : Status();
@@ -320,6 +341,25 @@ Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptio
       if (!m.ok()) return m.status().with_context("output of " + ipc.describe(p));
       peers->out[p] = m.value();
     }
+  }
+  return Status();
+}
+
+Status GpuComm::check_streams(uint64_t seq, const Peers& peers) const {
+  for (const auto& [p, q] : sharers_) {
+    const OpRecord &a = peers.records[p], &b = peers.records[q];
+    if (a.stream_id != b.stream_id && !(a.stream_legacy && b.stream_blocking) &&
+        !(b.stream_legacy && a.stream_blocking))
+      continue;
+    const auto& gpu = shared_->ipc->peer(p);
+    return Status(
+        Code::kInvalidArgument,
+        "GPU collective " + std::to_string(seq) + ": rank " + std::to_string(p) + " and rank " + std::to_string(q) +
+            " share GPU " + std::to_string(gpu.device) + " (" + gpu.uuid.substr(0, 12) + ") in process " +
+            std::to_string(gpu.pid) + " and issued it on " +
+            (a.stream_id == b.stream_id ? "the same stream" : "the legacy default stream and one that waits for it") +
+            ": one rank's kernel would wait behind the other's, which waits for it, until the timeout. "
+            "Give each rank its own stream made with cudaStreamCreateWithFlags(..., cudaStreamNonBlocking)");
   }
   return Status();
 }

@@ -8,6 +8,11 @@
 // the GPU; only for the peers' host threads to have issued the same operation. Work::wait polls the event and the
 // mapped status word; a dead peer found while waiting aborts the kernels, which then fail naming it.
 //
+// Ranks of one process that share a GPU (ranks as threads) must issue on streams that do not wait for each other:
+// two kernels in one stream, or one in the legacy default stream and one in a stream that synchronizes with it, run
+// one after the other, and the first waits for the second forever (until the timeout). Every rank checks the pairs
+// that share a GPU from the descriptors (each such rank adds its stream's identity) and all refuse the operation
+// with an error naming both ranks and the GPU.
 // Threading: one issuing thread per communicator (as for host collectives); Work handles from any thread.
 // Non-goals: ranks on several hosts, CUDA graphs capture (the per-op host exchange cannot be captured).
 #pragma once
@@ -16,6 +21,7 @@
 
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "collectives/comm_impl.h"
@@ -52,6 +58,8 @@ class GpuComm final : public GpuEngine {
   bool use_ring(const OpDesc& desc, const CollectiveOptions& o) const;
   Status exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptions& o, bool ring, int ring_blocks,
                   Peers* peers);
+  // Refuses the operation when two ranks of one process on one GPU issued it on streams that serialize.
+  Status check_streams(uint64_t seq, const Peers& peers) const;
   Status build(const OpDesc& desc, const CollectiveOptions& o, const Peers& peers, DirectArgs* args) const;
   void build_ring(const OpDesc& desc, const CollectiveOptions& o, const Peers& peers, RingArgs* args) const;
   int blocks_for(size_t bytes) const;
@@ -72,6 +80,8 @@ class GpuComm final : public GpuEngine {
   size_t scratch_bytes_ = 0;
   size_t ce_bytes_ = 0;                      // all-gathers of at least this many bytes per rank use copy engines
   size_t oneshot_bytes_ = 0;                 // ZW_CUDA_ONESHOT_BYTES: one-shot all-reduce up to this many remote bytes
+  std::vector<std::pair<int, int>> sharers_; // pairs of ranks of one process on one GPU: their streams are checked
+  bool describe_stream_ = false;             // this rank is in such a pair: its descriptors name its stream
   std::vector<cudaStream_t> side_streams_;   // one per destination of a copy-engine all-gather
   std::vector<cudaEvent_t> joins_;           // their completions, joined back into the caller's stream
   cudaEvent_t fork_ = nullptr;               // the arrive barrier's completion, forked to the side streams

@@ -3,6 +3,7 @@
 //
 // Non-goals: see cuda_context.h.
 #include <atomic>
+#include <cstring>
 #include <string>
 
 #include "tensor/cuda/context_impl.h"
@@ -59,6 +60,9 @@ CudaContext::~CudaContext() {
   cuda::device_free(m.workspace, m.workspace_bytes, m.device);
   cuda::device_free(m.scratch, m.scratch_bytes, m.device);
   if (m.error_host != nullptr) cudaFreeHost(m.error_host);
+  for (cudaEvent_t e : m.upload_done)
+    if (e != nullptr) cudaEventDestroy(e);
+  if (m.upload_ring != nullptr) cudaFreeHost(m.upload_ring);
   if (m.own_stream && m.stream != nullptr) cudaStreamDestroy(m.stream);
 }
 
@@ -90,6 +94,10 @@ Result<std::unique_ptr<CudaContext>> CudaContext::create(const CudaContextOption
   void* dev = nullptr;
   ZW_CUDA_TRY(cudaHostGetDevicePointer(&dev, slot, 0));
   m.error_device = static_cast<DeviceError*>(dev);
+  void* ring = nullptr;
+  ZW_CUDA_TRY(cudaHostAlloc(&ring, Impl::kUploadSlots * Impl::kUploadSlotBytes, cudaHostAllocDefault));
+  m.upload_ring = static_cast<std::byte*>(ring);
+  for (cudaEvent_t& e : m.upload_done) ZW_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   return ctx;
 }
 
@@ -171,7 +179,18 @@ Status zero(MemRef mem) {
 }
 
 Status copy(const Tensor& dst, const Tensor& src) {
-  cudaStream_t s = stream();
+  CudaContext::Impl& m = current();
+  cudaStream_t s = m.stream;
+  if (src.on_host() && !dst.on_host() && src.bytes() <= CudaContext::Impl::kUploadSlotBytes) {
+    const int slot = m.upload_next;
+    m.upload_next = (slot + 1) % CudaContext::Impl::kUploadSlots;
+    ZW_CUDA_TRY(cudaEventSynchronize(m.upload_done[slot]));  // the slot's previous copy has left it
+    std::byte* staged = m.upload_ring + size_t(slot) * CudaContext::Impl::kUploadSlotBytes;
+    std::memcpy(staged, src.mem.ptr, src.bytes());
+    ZW_CUDA_TRY(cudaMemcpyAsync(dst.mem.ptr, staged, src.bytes(), cudaMemcpyHostToDevice, s));
+    ZW_CUDA_TRY(cudaEventRecord(m.upload_done[slot], s));
+    return Status();
+  }
   if (src.on_host() || dst.on_host() || src.mem.device == dst.mem.device) {
     ZW_CUDA_TRY(cudaMemcpyAsync(dst.mem.ptr, src.mem.ptr, src.bytes(), cudaMemcpyDefault, s));
   } else {

@@ -33,6 +33,13 @@ struct CudaContext::Impl {
   DeviceError* error_host = nullptr;    // mapped pinned memory: what kernels reported
   DeviceError* error_device = nullptr;  // the same memory as the device sees it
   std::unique_ptr<cuda::BlasPlans, cuda::BlasPlansDeleter> blas_plans;  // made by linear.cu on first use
+  // Small host-to-device copies go through a ring of pinned slots, each reusable once its event has passed, so
+  // that copy() returns at once and the caller may reuse its host buffer (tokens and targets of every step).
+  static constexpr int kUploadSlots = 4;
+  static constexpr size_t kUploadSlotBytes = size_t{1} << 20;
+  std::byte* upload_ring = nullptr;                  // kUploadSlots × kUploadSlotBytes of pinned host memory
+  cudaEvent_t upload_done[kUploadSlots] = {};        // recorded after each slot's copy
+  int upload_next = 0;                               // the slot to use next
 };
 
 namespace cuda {

@@ -47,7 +47,7 @@ Status adam_step(const AdamParams& p, float* master, float* m, float* v, const f
                  uint16_t* bf16_out, uint16_t* f16_out, int step, ThreadPool* threads);
 
 // The scalar checks adam_step makes on its hyperparameters and step (1-based, betas in [0, 1)); callers that split
-// a step into many adam_step calls (zero/offload_pipeline.cc) check once up front with it.
+// a step into many adam_step calls (zero/offload/offload_pipeline.cc) check once up front with it.
 Status check_adam_params(const AdamParams& p, int step);
 
 // The same step on a chosen ISA (tests and benchmarks); kUnsupported when this CPU cannot run it.

@@ -1,0 +1,131 @@
+// tensor/cuda/attention.cu — cuda::attention_forward / cuda::attention_backward: which kernels run, and the
+// rowsum(dO ∘ O) pass that backward starts with.
+//
+// Dispatch: the flash kernels (attention_fwd.cu, attention_bwd.cu: tensor cores, cp.async) take bf16 and f16 with
+// head size 64 or 128 when qkv, out, dout and dqkv start on 16-byte boundaries (the 16-byte cp.async and 4-byte
+// pair stores need it; a view at an odd offset into a larger buffer may not); every other case (f32, other head
+// sizes up to 256, unaligned views) runs the scalar kernels of attention_generic.cu. Both save the same stats
+// (per query row the natural-log log-sum-exp of its scaled causal scores) and read the same D, so forward and
+// backward may come from different paths.
+// Backward: D_i = Σ_c dO[i,c]·O[i,c] per (b, h, i) into `scratch` (one warp per row, a fixed shuffle tree), then
+// the dK/dV kernel and the dQ kernel, each writing (or adding to) its own part of dqkv — deterministic, no atomics.
+// Memory: nothing is allocated; stats and scratch are [B,NH,T], and no T×T buffer exists anywhere.
+// Non-goals: argument checking (ops_attention.cc does it), masks other than causal, dropout.
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "tensor/cuda/attention_common.cuh"
+#include "tensor/cuda/context_impl.h"
+#include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/cuda_ops.h"
+
+namespace zw::tensor::cuda {
+namespace {
+
+constexpr int kDsumWarps = 8;  // rows per CTA of the D kernel
+
+// dsum[b, h, t] = Σ_c dout[b, t, h·hs + c] · out[b, t, h·hs + c], one warp per (b, t, h).
+template <class E>
+__global__ void __launch_bounds__(kDsumWarps * 32)
+    dsum_kernel(const E* dout, const E* out, float* dsum, int64_t rows, int T, int NH, int hs) {
+  const int64_t w = int64_t(blockIdx.x) * kDsumWarps + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (w >= rows) return;  // whole warps leave together
+  const int64_t bt = w / NH;
+  const int h = int(w % NH);
+  const int64_t off = bt * NH * hs + int64_t(h) * hs;
+  float acc = 0.f;
+  for (int c = lane; c < hs; c += 32) acc = fmaf(attn::to_f32(dout[off + c]), attn::to_f32(out[off + c]), acc);
+  for (int s = 16; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
+  if (lane == 0) dsum[(bt / T * NH + h) * T + bt % T] = acc;
+}
+
+template <class E>
+Status launch_dsum(const Tensor& dout, const Tensor& out, const Tensor& dsum, const attn::Dims& d) {
+  const int64_t rows = int64_t(d.B) * d.T * d.NH;
+  const int64_t blocks = (rows + kDsumWarps - 1) / kDsumWarps;
+  if (blocks > INT_MAX) return Status(Code::kUnsupported, "attention_backward: too many rows for the D kernel");
+  dsum_kernel<E><<<unsigned(blocks), kDsumWarps * 32, 0, stream()>>>(dout.data<E>(), out.data<E>(), dsum.data<float>(),
+                                                                     rows, d.T, d.NH, d.hs);
+  ZW_CUDA_LAUNCH_TRY("attention_backward (D kernel)");
+  return Status();
+}
+
+// The call's dims; kUnsupported for shapes the kernels' grids cannot cover.
+Result<attn::Dims> dims_of(const Tensor& qkv, int num_heads) {
+  attn::Dims d;
+  const int64_t B = qkv.shape[0], T = qkv.shape[1], C = qkv.shape[2] / 3, hs = C / num_heads;
+  // Grids are (B·NH, ceil(T / 16) at most): x up to 2³¹ − 1, y up to 65535.
+  if (B * num_heads > INT_MAX || T > int64_t(65535) * 16)
+    return Status(Code::kUnsupported, "attention on CUDA: batch × heads " + std::to_string(B * num_heads) +
+                                          " or sequence length " + std::to_string(T) + " is too large");
+  if (hs > attn::kMaxGenericHeadSize)
+    return Status(Code::kUnsupported, "attention on CUDA: head size " + std::to_string(hs) + " is above " +
+                                          std::to_string(attn::kMaxGenericHeadSize));
+  d.B = int(B);
+  d.T = int(T);
+  d.NH = num_heads;
+  d.hs = int(hs);
+  d.C = C;
+  const double scale = 1.0 / std::sqrt(double(hs));
+  d.scale = float(scale);
+  d.scale_log2 = float(scale * 1.4426950408889634);
+  return d;
+}
+
+bool aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.mem.ptr) % 16 == 0; }
+
+// Whether the tensor-core kernels take this call (see the header comment).
+bool use_flash(DataType dtype, int hs, std::initializer_list<const Tensor*> tensors) {
+  if (dtype != DataType::kBFloat16 && dtype != DataType::kFloat16) return false;
+  if (hs != 64 && hs != 128) return false;
+  for (const Tensor* t : tensors)
+    if (!aligned16(*t)) return false;
+  return true;
+}
+
+}  // namespace
+
+Status attention_forward(const Tensor& out, const Tensor& stats, const Tensor& qkv, int num_heads) {
+  ZW_ASSIGN_OR_RETURN(const attn::Dims d, dims_of(qkv, num_heads));
+  if (d.B == 0 || d.T == 0 || d.hs == 0) return Status();
+  attn::FwdArgs a;
+  a.qkv = qkv.mem.ptr;
+  a.out = out.mem.ptr;
+  a.lse = stats.data<float>();
+  a.d = d;
+  if (use_flash(qkv.dtype, d.hs, {&qkv, &out})) return attn::flash_forward(qkv.dtype, a, stream());
+  return attn::generic_forward(qkv.dtype, a, stream());
+}
+
+Status attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout, const Tensor& out,
+                          const Tensor& qkv, const Tensor& stats, int num_heads, GradInit init) {
+  ZW_ASSIGN_OR_RETURN(const attn::Dims d, dims_of(qkv, num_heads));
+  if (d.B == 0 || d.T == 0 || d.hs == 0) return Status();
+  switch (qkv.dtype) {
+    case DataType::kBFloat16:
+      ZW_TRY(launch_dsum<__nv_bfloat16>(dout, out, scratch, d));
+      break;
+    case DataType::kFloat16:
+      ZW_TRY(launch_dsum<__half>(dout, out, scratch, d));
+      break;
+    default:
+      ZW_TRY(launch_dsum<float>(dout, out, scratch, d));
+      break;
+  }
+  attn::BwdArgs a;
+  a.qkv = qkv.mem.ptr;
+  a.dout = dout.mem.ptr;
+  a.lse = stats.data<float>();
+  a.dsum = scratch.data<float>();
+  a.dqkv = dqkv.mem.ptr;
+  a.accumulate = init == GradInit::kAccumulate;
+  a.d = d;
+  if (use_flash(qkv.dtype, d.hs, {&qkv, &dout, &dqkv})) return attn::flash_backward(qkv.dtype, a, stream());
+  return attn::generic_backward(qkv.dtype, a, stream());
+}
+
+}  // namespace zw::tensor::cuda

@@ -1,0 +1,237 @@
+// zero/engine/grad_reducer.cc — gradient buffers, bucket packing (scale + narrowing to the communication dtype),
+// in-place reduce-scatter of a bucket and widening accumulation into the f32 shard.
+//
+// Non-goals: see grad_reducer.h.
+#include "zero/engine/grad_reducer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "common/log.h"
+#include "kernels/element.h"
+
+namespace zw::zero {
+namespace {
+
+// dst[i] = src[i] · scale rounded to `dtype` (nearest-even; kernels/element.h is the one definition of it).
+void narrow(const float* src, int64_t n, float scale, DataType dtype, std::byte* dst) {
+  if (dtype == DataType::kFloat32) {
+    float* d = reinterpret_cast<float*>(dst);
+    if (scale == 1.0f) {
+      std::memcpy(d, src, size_t(n) * 4);
+    } else {
+      for (int64_t i = 0; i < n; ++i) d[i] = src[i] * scale;
+    }
+    return;
+  }
+  uint16_t* d = reinterpret_cast<uint16_t*>(dst);
+  if (dtype == DataType::kFloat16) {
+    for (int64_t i = 0; i < n; ++i) d[i] = kernels::f32_to_f16(src[i] * scale);
+  } else {
+    for (int64_t i = 0; i < n; ++i) d[i] = kernels::f32_to_bf16(src[i] * scale);
+  }
+}
+
+// dst[i] += src[i] widened to f32 (exact), so an inf/nan of the 16-bit sum lands in the accumulator.
+void widen_add(const std::byte* src, int64_t n, DataType dtype, float* dst) {
+  if (dtype == DataType::kFloat32) {
+    const float* s = reinterpret_cast<const float*>(src);
+    for (int64_t i = 0; i < n; ++i) dst[i] += s[i];
+    return;
+  }
+  const uint16_t* s = reinterpret_cast<const uint16_t*>(src);
+  if (dtype == DataType::kFloat16) {
+    for (int64_t i = 0; i < n; ++i) dst[i] += kernels::f16_to_f32(s[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] += kernels::bf16_to_f32(s[i]);
+  }
+}
+
+size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+}  // namespace
+
+Result<std::unique_ptr<GradReducer>> GradReducer::create(Communicator& comm, const PartitionManager& pm, MemRef accum,
+                                                         const GradReducerOptions& options) {
+  if (accum.kind != MemKind::kHost)
+    return Status(Code::kUnsupported, std::string("grad reducer: the accumulator is ") + mem_kind_name(accum.kind) +
+                                          " memory; this build reduces into host memory only");
+  if (accum.bytes < size_t(pm.total_shard_numel()) * 4)
+    return Status(Code::kInvalidArgument, "grad reducer: the accumulator holds " + std::to_string(accum.bytes) +
+                                              " bytes, the shard space needs " +
+                                              std::to_string(pm.total_shard_numel() * 4));
+  const DataType dt = options.comm_dtype;
+  if (dt != DataType::kFloat32 && dt != DataType::kFloat16 && dt != DataType::kBFloat16)
+    return Status(Code::kInvalidArgument, std::string("grad reducer: gradients cannot be reduced in ") +
+                                              dtype_name(dt) + "; use f32, f16 or bf16");
+  if (!(options.predivide > 0) || !std::isfinite(options.predivide))
+    return Status(Code::kInvalidArgument,
+                  "grad reducer: predivide must be finite and > 0, got " + std::to_string(options.predivide));
+  std::unique_ptr<GradReducer> r(new GradReducer(comm, pm, accum, options));
+  const int W = pm.world_size();
+  r->elem_ = dtype_size(dt);
+  r->capacity_ = std::clamp<int64_t>(options.reduce_bucket_numel / W, 1, std::max<int64_t>(1, pm.total_shard_numel()));
+  // One issued bucket (at most reduce_bucket_size elements) runs on while the next one fills.
+  r->max_pending_ = options.overlap_comm ? 1 : 0;
+  // Unit buffers: a tied embedding and a block accumulating at once.
+  constexpr int kUnitBuffers = 2;
+  const size_t unit_bytes = round64(size_t(pm.max_padded_numel()) * 4);
+  ZW_ASSIGN_OR_RETURN(r->unit_pool_, alloc_pinned_hugepage(unit_bytes * kUnitBuffers));
+  for (int i = 0; i < kUnitBuffers; ++i)
+    r->unit_buffers_.push_back(MemRef::host(r->unit_pool_.as<std::byte>() + unit_bytes * i, unit_bytes));
+  r->owner_.assign(size_t(kUnitBuffers), -1);
+  r->unit_buffer_.assign(size_t(pm.num_units()), -1);
+  const int buckets = r->max_pending_ + 1;
+  const size_t bucket_bytes = round64(size_t(W) * size_t(r->capacity_) * r->elem_);
+  ZW_ASSIGN_OR_RETURN(r->bucket_pool_, alloc_pinned_hugepage(bucket_bytes * size_t(buckets)));
+  r->buckets_.resize(size_t(buckets));
+  for (int i = 0; i < buckets; ++i)
+    r->buckets_[i].buffer = MemRef::host(r->bucket_pool_.as<std::byte>() + bucket_bytes * i, bucket_bytes);
+  ZW_INFO(kZero,
+          "grad reducer: buckets of %lld elements per rank (%lld in all) in %s, predivide %g, %d bucket buffers, "
+          "up to %d reduce-scatters in flight",
+          (long long)r->capacity_, (long long)(r->capacity_ * W), dtype_name(dt), options.predivide, buckets,
+          r->max_pending_);
+  return r;
+}
+
+GradReducer::~GradReducer() {
+  for (int b : pending_) (void)buckets_[b].work.wait();  // the buffers must outlive the communicator's use of them
+}
+
+Status GradReducer::complete_front(bool blocking) {
+  Bucket& k = buckets_[pending_.front()];
+  pending_.pop_front();
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = k.work.wait();
+  const auto t1 = std::chrono::steady_clock::now();
+  stats_.wait_s += std::chrono::duration<double>(t1 - t0).count();
+  if (options_.timeline) {
+    auto ns = [](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+    };
+    if (blocking) options_.timeline->waited(k.span, ns(t0), ns(t1));
+    options_.timeline->completed(k.span, k.work, ns(t1));
+  }
+  if (!s.ok()) {
+    std::string units;
+    for (const Entry& e : k.entries) units += (units.empty() ? "" : ", ") + pm_.unit(e.unit).name;
+    return s.with_context("rank " + std::to_string(pm_.rank()) + ": reduce-scatter of the gradients of units " + units);
+  }
+  const std::byte* mine = k.buffer.data() + size_t(pm_.rank()) * size_t(k.filled) * elem_;
+  float* accum = reinterpret_cast<float*>(accum_.data());
+  for (const Entry& e : k.entries)
+    widen_add(mine + size_t(e.position) * elem_, e.numel, options_.comm_dtype,
+              accum + pm_.shard_offset(e.unit) + e.begin);
+  k.entries.clear();
+  k.filled = 0;
+  return Status();
+}
+
+Status GradReducer::poll() {
+  while (!pending_.empty() && buckets_[pending_.front()].work.test()) ZW_TRY(complete_front(/*blocking=*/false));
+  return Status();
+}
+
+Result<MemRef> GradReducer::grads(int unit) {
+  if (unit < 0 || unit >= pm_.num_units())
+    return Status(Code::kInvalidArgument, "grad reducer: no unit " + std::to_string(unit));
+  for (int b : pending_)
+    if (!buckets_[b].counted && !buckets_[b].work.test()) {
+      buckets_[b].counted = true;
+      ++stats_.overlapped;
+    }
+  ZW_TRY(poll());
+  const size_t bytes = size_t(pm_.unit(unit).padded_numel) * 4;
+  if (unit_buffer_[unit] >= 0) return unit_buffers_[unit_buffer_[unit]].slice(0, bytes);
+  const int b = int(std::find(owner_.begin(), owner_.end(), -1) - owner_.begin());
+  if (b == pool_buffers())
+    return Status(Code::kInvalidArgument, "grad reducer: rank " + std::to_string(pm_.rank()) + ": all " +
+                                              std::to_string(pool_buffers()) +
+                                              " gradient buffers are held by units "
+                                              "whose gradients are not final; call reduce() for finished units first");
+  owner_[b] = unit;
+  unit_buffer_[unit] = b;
+  std::memset(unit_buffers_[b].data(), 0, bytes);
+  return unit_buffers_[b].slice(0, bytes);
+}
+
+void GradReducer::pack(int unit, const float* grads, int64_t begin, int64_t numel) {
+  Bucket& k = buckets_[open_];
+  const int64_t S = pm_.shard_numel(unit);
+  const float scale = float(1.0 / options_.predivide);
+  for (int q = 0; q < pm_.world_size(); ++q)
+    narrow(grads + int64_t(q) * S + begin, numel, scale, options_.comm_dtype,
+           k.buffer.data() + size_t(int64_t(q) * capacity_ + k.filled) * elem_);
+  k.entries.push_back(Entry{unit, begin, numel, k.filled});
+  k.filled += numel;
+}
+
+Status GradReducer::issue() {
+  Bucket& k = buckets_[open_];
+  if (k.filled == 0) return Status();
+  const int W = pm_.world_size();
+  const size_t part = size_t(k.filled) * elem_;
+  std::byte* base = k.buffer.data();
+  if (k.filled < capacity_)  // compact rank q's part from q·C to q·filled (moving down, in increasing q)
+    for (int q = 1; q < W; ++q)
+      std::memmove(base + size_t(q) * part, base + size_t(q) * size_t(capacity_) * elem_, part);
+  CollectiveOptions o;
+  o.input = k.buffer.slice(0, part * size_t(W));
+  o.output = k.buffer.slice(part * size_t(pm_.rank()), part);
+  o.count = size_t(k.filled);
+  o.dtype = options_.comm_dtype;
+  o.op = ReduceOp::kSum;
+  o.stream = options_.stream;
+  if (options_.timeline)
+    k.span = options_.timeline->issued(SpanKind::kReduceScatter, k.entries.front().unit, int(k.entries.size()),
+                                       int64_t(part) * W);
+  ZW_ASSIGN_OR_RETURN(k.work, reduce_scatter(comm_, o));
+  k.counted = false;
+  pending_.push_back(open_);
+  ++stats_.reduces;
+  stats_.reduced_bytes += int64_t(part) * W;
+  while (int(pending_.size()) > max_pending_) ZW_TRY(complete_front());
+  stats_.max_in_flight = std::max(stats_.max_in_flight, int(pending_.size()));
+  for (int b = 0; b < int(buckets_.size()); ++b)
+    if (std::find(pending_.begin(), pending_.end(), b) == pending_.end()) {
+      open_ = b;
+      break;
+    }
+  buckets_[open_].entries.clear();
+  buckets_[open_].filled = 0;
+  return Status();
+}
+
+Status GradReducer::reduce(int unit) {
+  if (unit < 0 || unit >= pm_.num_units() || unit_buffer_[unit] < 0)
+    return Status(Code::kInvalidArgument, "grad reducer: reduce of unit " + std::to_string(unit) +
+                                              " which has no gradient buffer this micro step; call grads() first");
+  const int b = unit_buffer_[unit];
+  const float* g = reinterpret_cast<const float*>(unit_buffers_[b].data());
+  const int64_t S = pm_.shard_numel(unit);
+  // A unit that does not fit in what is left of the open bucket starts a new one; one larger than a bucket is cut.
+  if (buckets_[open_].filled > 0 && buckets_[open_].filled + S > capacity_) ZW_TRY(issue());
+  int pieces = 0;
+  for (int64_t begin = 0; begin < S; ++pieces) {
+    const int64_t n = std::min(S - begin, capacity_ - buckets_[open_].filled);
+    pack(unit, g, begin, n);
+    begin += n;
+    if (buckets_[open_].filled == capacity_) ZW_TRY(issue());
+  }
+  if (pieces > 1) ++stats_.split_units;
+  owner_[b] = -1;
+  unit_buffer_[unit] = -1;
+  return Status();
+}
+
+Status GradReducer::flush() {
+  ZW_TRY(issue());
+  while (!pending_.empty()) ZW_TRY(complete_front());
+  return Status();
+}
+
+}  // namespace zw::zero

@@ -1,0 +1,216 @@
+// tests/gpu/gpu_collectives_errors_test.cc — device-memory collectives that must fail, and fail at once, naming the
+// ranks: desynchronized ranks, a rank that never arrives, mixed host and device buffers, two ranks of one process on
+// one GPU issuing on streams that serialize; and the IPC cache across freed and reallocated buffers.
+//
+// Ranks run as threads (one communicator each); part of the zw_gpu_collectives_test binary (the worlds of every
+// collective against the host reference are in gpu_collectives_test.cc). Skips with "no CUDA device" without a GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/gpu/gpu_test_util.h"
+#include "zerowire/communicator.h"
+#include "zerowire/store.h"
+
+namespace zw {
+namespace {
+
+using gpu_test::device_count;
+
+// Runs fn on n rank threads with a short timeout; each gets a device buffer of `bytes` and a stream.
+void run_gpu_ranks(int n, double timeout_s, size_t bytes,
+                   const std::function<void(int, Communicator&, std::byte*, cudaStream_t)>& fn) {
+  auto store = make_memory_store();
+  const int ndev = device_count();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      cudaSetDevice(r % ndev);
+      cudaStream_t s = nullptr;
+      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+      std::byte* buf = nullptr;
+      ASSERT_EQ(cudaMalloc(&buf, bytes), cudaSuccess);
+      CommConfig config;
+      config.timeout_s = timeout_s;
+      auto comm = Communicator::create(store, r, n, config);
+      ASSERT_TRUE(comm.ok()) << comm.status().to_string();
+      fn(r, *comm.value(), buf, s);
+      comm.value().reset();
+      cudaFree(buf);
+      cudaStreamDestroy(s);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+TEST(GpuCollectivesErrors, DifferentOperationsNameBothRanks) {
+  SKIP_WITHOUT_GPU();
+  run_gpu_ranks(2, 20, 1 << 20, [](int r, Communicator& comm, std::byte* buf, cudaStream_t s) {
+    CollectiveOptions o;
+    o.input = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
+    o.output = MemRef{buf + 65536, 8192, MemKind::kCudaDevice, 0};
+    o.count = 1024;
+    o.stream = s;
+    Result<Work> w = r == 0 ? all_gather(comm, o) : all_reduce(comm, o);
+    ASSERT_FALSE(w.ok());
+    EXPECT_EQ(w.status().code(), Code::kDesync) << w.status().to_string();
+    EXPECT_NE(w.status().message().find("all_gather"), std::string::npos) << w.status().to_string();
+    EXPECT_NE(w.status().message().find("all_reduce"), std::string::npos) << w.status().to_string();
+    EXPECT_NE(w.status().message().find(r == 0 ? "rank 1" : "rank 0"), std::string::npos) << w.status().to_string();
+  });
+}
+
+TEST(GpuCollectivesErrors, ARankThatNeverArrivesIsNamedAtTheTimeout) {
+  SKIP_WITHOUT_GPU();
+  run_gpu_ranks(3, 2, 1 << 20, [](int r, Communicator& comm, std::byte* buf, cudaStream_t s) {
+    CollectiveOptions o;
+    o.input = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
+    o.output = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
+    o.count = 1024;
+    o.stream = s;
+    if (r == 2) return;  // never issues the operation
+    Result<Work> w = all_reduce(comm, o);
+    ASSERT_FALSE(w.ok());
+    EXPECT_EQ(w.status().code(), Code::kTimeout) << w.status().to_string();
+    EXPECT_NE(w.status().message().find("rank 2"), std::string::npos) << w.status().to_string();
+  });
+}
+
+TEST(GpuCollectivesErrors, MixedHostAndDeviceBuffersAreRejected) {
+  SKIP_WITHOUT_GPU();
+  run_gpu_ranks(1, 5, 4096, [](int, Communicator& comm, std::byte* buf, cudaStream_t s) {
+    std::vector<float> host(1024);
+    CollectiveOptions o;
+    o.input = MemRef::host(host.data(), 4096);
+    o.output = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
+    o.count = 1024;
+    o.stream = s;
+    Result<Work> w = all_reduce(comm, o);
+    ASSERT_FALSE(w.ok());
+    EXPECT_NE(w.status().message().find("host memory but output is"), std::string::npos) << w.status().to_string();
+  });
+}
+
+TEST(GpuCollectivesCache, FreedAndReallocatedBuffersAreMappedAfresh) {
+  SKIP_WITHOUT_GPU();
+  // Each round frees and reallocates the buffers (often at the same address) with new contents: a stale
+  // mapping of the old allocation would return old data. Each rank on its own non-blocking stream: on one GPU the
+  // two ranks share it, where the legacy default stream would run one rank's kernel behind the other's.
+  auto store = make_memory_store();
+  const int n = 2, ndev = device_count();
+  std::vector<std::string> failures(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      cudaSetDevice(r % ndev);
+      cudaStream_t s = nullptr;
+      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+      CommConfig config;
+      config.timeout_s = 30;
+      auto comm = Communicator::create(store, r, n, config);
+      if (!comm.ok()) {
+        failures[r] = comm.status().to_string();
+        return;
+      }
+      for (int round = 0; round < 6 && failures[r].empty(); ++round) {
+        const size_t count = 1000 + round;
+        float* in = nullptr;
+        float* out = nullptr;
+        cudaMalloc(&in, count * 4);
+        cudaMalloc(&out, count * 4 * n);
+        std::vector<float> host(count, static_cast<float>(100 * round + r));
+        cudaMemcpyAsync(in, host.data(), count * 4, cudaMemcpyHostToDevice, s);
+        CollectiveOptions o;
+        o.input = MemRef{in, count * 4, MemKind::kCudaDevice, r % ndev};
+        o.output = MemRef{out, count * 4 * n, MemKind::kCudaDevice, r % ndev};
+        o.count = count;
+        o.stream = s;
+        auto w = all_gather(*comm.value(), o);
+        Status st = w.ok() ? w.value().wait(std::chrono::seconds(60)) : w.status();
+        std::vector<float> got(count * n);
+        cudaMemcpyAsync(got.data(), out, count * 4 * n, cudaMemcpyDeviceToHost, s);
+        cudaStreamSynchronize(s);
+        if (!st.ok()) failures[r] = st.to_string();
+        for (size_t i = 0; i < got.size() && failures[r].empty(); ++i)
+          if (got[i] != static_cast<float>(100 * round + static_cast<int>(i / count)))
+            failures[r] =
+                "round " + std::to_string(round) + ": element " + std::to_string(i) + " = " + std::to_string(got[i]);
+        // Both ranks are done with this round's buffers before either frees them.
+        auto b = barrier(*comm.value());
+        if (b.ok()) (void)b.value().wait();
+        cudaFree(in);
+        cudaFree(out);
+      }
+      comm.value().reset();
+      cudaStreamDestroy(s);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(failures[r].empty()) << "rank " << r << ": " << failures[r];
+}
+
+// Two ranks of this process on GPU 0 (whatever the GPU count), issuing on the legacy default stream, or one there
+// and one on a stream that synchronizes with it: one rank's kernel would be queued behind the other's, which waits
+// for it, until the timeout (GpuComm::check_streams). Both refuse at once with an error naming both ranks. On their
+// own non-blocking streams the same all-gather runs and gathers both blocks.
+TEST(GpuCollectivesErrors, RanksSharingAGpuAndAStreamAreRefused) {
+  SKIP_WITHOUT_GPU();
+  enum class Streams { kBothLegacy, kLegacyAndBlocking, kOwnNonBlocking };
+  for (Streams mode : {Streams::kBothLegacy, Streams::kLegacyAndBlocking, Streams::kOwnNonBlocking}) {
+    SCOPED_TRACE(mode == Streams::kBothLegacy          ? "both on the legacy stream"
+                 : mode == Streams::kLegacyAndBlocking ? "legacy and blocking"
+                                                       : "own non-blocking streams");
+    auto store = make_memory_store();
+    std::vector<std::string> failures(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        cudaSetDevice(0);
+        cudaStream_t s = nullptr;  // the legacy default stream
+        if (mode == Streams::kOwnNonBlocking) cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+        if (mode == Streams::kLegacyAndBlocking && r == 1) cudaStreamCreateWithFlags(&s, cudaStreamDefault);
+        const size_t count = 1024;
+        float* buf = nullptr;
+        cudaMalloc(&buf, 3 * count * 4);
+        std::vector<float> host(count, static_cast<float>(r + 1)), got(2 * count);
+        cudaMemcpyAsync(buf, host.data(), count * 4, cudaMemcpyHostToDevice, s);
+        CommConfig config;
+        config.timeout_s = 10;  // without the check: a 10 s wait, then a timeout error
+        auto comm = Communicator::create(store, r, 2, config);
+        if (!comm.ok()) {
+          failures[r] = comm.status().to_string();
+          return;
+        }
+        CollectiveOptions o;
+        o.input = MemRef{buf, count * 4, MemKind::kCudaDevice, 0};
+        o.output = MemRef{buf + count, 2 * count * 4, MemKind::kCudaDevice, 0};
+        o.count = count;
+        o.stream = s;
+        auto w = all_gather(*comm.value(), o);
+        Status st = w.ok() ? w.value().wait(std::chrono::seconds(30)) : w.status();
+        cudaMemcpyAsync(got.data(), buf + count, 2 * count * 4, cudaMemcpyDeviceToHost, s);
+        cudaStreamSynchronize(s);
+        if (mode == Streams::kOwnNonBlocking) {
+          if (!st.ok()) failures[r] = st.to_string();
+          for (size_t i = 0; i < got.size() && failures[r].empty(); ++i)
+            if (got[i] != static_cast<float>(i / count + 1)) failures[r] = "element " + std::to_string(i) + " wrong";
+        } else if (st.code() != Code::kInvalidArgument || st.message().find("rank 0 and rank 1") == std::string::npos ||
+                   st.message().find("stream") == std::string::npos) {
+          failures[r] = "not refused as two ranks sharing a stream: " + st.to_string();
+        }
+        comm.value().reset();
+        cudaFree(buf);
+        if (s != nullptr) cudaStreamDestroy(s);
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < 2; ++r) EXPECT_TRUE(failures[r].empty()) << "rank " << r << ": " << failures[r];
+  }
+}
+}  // namespace
+}  // namespace zw
