@@ -72,6 +72,14 @@ class CudaContext {
   // Waits for everything queued on the stream. Returns the first CUDA error, or the first bad input a kernel
   // recorded since the last call (then clears it), as kInvalidArgument naming the op, the position and the value.
   Status synchronize();
+  // Per-op device time, for performance work (off by default). While on, every op the tape runs and every
+  // ProfileRange is bracketed by two CUDA events on the stream (a few µs of host time each); profile_collect(),
+  // called after synchronize(), adds the elapsed times to a table by name; profile_table() formats it per step.
+  void set_profiling(bool on);
+  bool profiling() const;
+  Status profile_collect();
+  std::string profile_table(int64_t steps) const;
+
   Impl& impl() { return *impl_; }
   const Impl& impl() const { return *impl_; }
 
@@ -82,6 +90,20 @@ class CudaContext {
 
 // The context current on this thread, or null.
 CudaContext* current_cuda_context();
+
+// Brackets the device work queued during its lifetime with events under `name` (a string literal), when the
+// current context profiles; otherwise does nothing.
+class ProfileRange {
+ public:
+  explicit ProfileRange(const char* name);
+  ~ProfileRange();
+  ProfileRange(const ProfileRange&) = delete;
+  ProfileRange& operator=(const ProfileRange&) = delete;
+
+ private:
+  CudaContext* context_ = nullptr;  // null: not profiling
+  int slot_ = -1;                   // the event pair in the context's pool
+};
 
 // Makes `context` current on this thread for the scope's lifetime (and sets the CUDA device); restores the
 // previous one on exit. Scopes nest.

@@ -34,6 +34,12 @@ MemRef CudaContext::scratch() const { return MemRef{}; }
 DeviceError* CudaContext::error_slot() const { return nullptr; }
 Status CudaContext::synchronize() { return no_cuda("CudaContext::synchronize"); }
 CudaContext* current_cuda_context() { return g_current; }
+void CudaContext::set_profiling(bool) {}
+bool CudaContext::profiling() const { return false; }
+Status CudaContext::profile_collect() { return Status(); }
+std::string CudaContext::profile_table(int64_t) const { return ""; }
+ProfileRange::ProfileRange(const char*) {}
+ProfileRange::~ProfileRange() {}
 CudaScope::CudaScope(CudaContext& context) : previous_(g_current) { g_current = &context; }
 CudaScope::~CudaScope() { g_current = previous_; }
 

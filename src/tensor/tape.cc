@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "tensor/cuda_context.h"
+
 namespace zw::tensor {
 
 const char* op_kind_name(OpKind kind) {
@@ -33,7 +35,33 @@ const char* op_kind_name(OpKind kind) {
 
 namespace {
 
+// Names of the backward ops in a profile (ProfileRange keeps the pointer: string literals only).
+const char* backward_name(OpKind kind) {
+  switch (kind) {
+    case OpKind::kEmbedding:
+      return "embedding bwd";
+    case OpKind::kLayerNorm:
+      return "layernorm bwd";
+    case OpKind::kResidualLayerNorm:
+      return "residual_layernorm bwd";
+    case OpKind::kLinear:
+      return "linear bwd";
+    case OpKind::kGelu:
+      return "gelu bwd";
+    case OpKind::kResidual:
+      return "residual bwd";
+    case OpKind::kAttention:
+      return "attention bwd";
+    case OpKind::kCrossEntropy:
+      return "cross_entropy bwd";
+    case OpKind::kCrossEntropyFused:
+      return "cross_entropy_fused bwd";
+  }
+  return "unknown bwd";
+}
+
 Status backward_one(const TapeEntry& e) {
+  const ProfileRange profile(backward_name(e.kind));
   const Tensor& dout = e.out.grad;
   switch (e.kind) {
     case OpKind::kEmbedding:  // in: wte, wpe; saved: tokens
@@ -81,6 +109,7 @@ Status Tape::backward() const {
 namespace record {
 
 Status embedding(Tape& tape, const Var& out, const Tensor& tokens, const Var& wte, const Var& wpe) {
+  const ProfileRange profile("embedding fwd");
   ZW_TRY(embedding_forward(out.value, tokens, wte.value, wpe.value));
   tape.push(TapeEntry{OpKind::kEmbedding, out, {wte, wpe, {}, {}}, {tokens, {}, {}, {}}, 0.0});
   return Status();
@@ -88,6 +117,7 @@ Status embedding(Tape& tape, const Var& out, const Tensor& tokens, const Var& wt
 
 Status layernorm(Tape& tape, const Var& out, const Tensor& mean, const Tensor& rstd, const Var& inp, const Var& weight,
                  const Var& bias, GradInit init) {
+  const ProfileRange profile("layernorm fwd");
   ZW_TRY(layernorm_forward(out.value, mean, rstd, inp.value, weight.value, bias.value));
   tape.push(TapeEntry{OpKind::kLayerNorm, out, {inp, weight, bias, {}}, {mean, rstd, {}, {}}, 0.0, init});
   return Status();
@@ -95,6 +125,7 @@ Status layernorm(Tape& tape, const Var& out, const Tensor& mean, const Tensor& r
 
 Status residual_layernorm(Tape& tape, const Var& res, const Var& out, const Tensor& mean, const Tensor& rstd,
                           const Var& a, const Var& b, const Var& weight, const Var& bias) {
+  const ProfileRange profile("residual_layernorm fwd");
   if (!res.grad.defined())
     return Status(Code::kInvalidArgument, "record residual_layernorm: res needs a gradient buffer for backward");
   ZW_TRY(residual_layernorm_forward(res.value, out.value, mean, rstd, a.value, b.value, weight.value, bias.value));
@@ -103,18 +134,21 @@ Status residual_layernorm(Tape& tape, const Var& res, const Var& out, const Tens
 }
 
 Status linear(Tape& tape, const Var& out, const Var& inp, const Var& weight, const Var& bias, GradInit init) {
+  const ProfileRange profile("linear fwd");
   ZW_TRY(linear_forward(out.value, inp.value, weight.value, bias.value));
   tape.push(TapeEntry{OpKind::kLinear, out, {inp, weight, bias, {}}, {}, 0.0, init});
   return Status();
 }
 
 Status gelu(Tape& tape, const Var& out, const Var& inp, GradInit init) {
+  const ProfileRange profile("gelu fwd");
   ZW_TRY(gelu_forward(out.value, inp.value));
   tape.push(TapeEntry{OpKind::kGelu, out, {inp, {}, {}, {}}, {}, 0.0, init});
   return Status();
 }
 
 Status residual(Tape& tape, const Var& out, const Var& a, const Var& b) {
+  const ProfileRange profile("residual fwd");
   ZW_TRY(residual_forward(out.value, a.value, b.value));
   tape.push(TapeEntry{OpKind::kResidual, out, {a, b, {}, {}}, {}, 0.0});
   return Status();
@@ -122,6 +156,7 @@ Status residual(Tape& tape, const Var& out, const Var& a, const Var& b) {
 
 Status attention(Tape& tape, const Var& out, const Tensor& stats, const Tensor& scratch, const Var& qkv, int num_heads,
                  GradInit init) {
+  const ProfileRange profile("attention fwd");
   ZW_TRY(attention_forward(out.value, stats, qkv.value, num_heads));
   tape.push(TapeEntry{OpKind::kAttention, out, {qkv, {}, {}, {}}, {stats, scratch, {}, {}}, double(num_heads), init});
   return Status();
@@ -129,6 +164,7 @@ Status attention(Tape& tape, const Var& out, const Tensor& stats, const Tensor& 
 
 Status cross_entropy(Tape& tape, const Tensor& losses, const Tensor& probs, const Var& logits, const Tensor& targets,
                      double* mean_loss, double dloss_per_position, GradInit init) {
+  const ProfileRange profile("cross_entropy fwd");
   ZW_TRY(cross_entropy_forward(losses, probs, logits.value, targets, mean_loss));
   const int64_t rows = probs.shape.rows();
   if (dloss_per_position == 0.0) dloss_per_position = rows > 0 ? 1.0 / double(rows) : 0.0;
@@ -139,6 +175,7 @@ Status cross_entropy(Tape& tape, const Tensor& losses, const Tensor& probs, cons
 
 Status cross_entropy_fused(Tape& tape, const Tensor& losses, const Var& logits, const Tensor& targets,
                            double dloss_per_position) {
+  const ProfileRange profile("cross_entropy_fused fwd+bwd");
   if (!logits.grad.defined())
     return Status(Code::kInvalidArgument, "record cross_entropy_fused: logits need a gradient buffer");
   ZW_TRY(cross_entropy_forward_backward(losses, logits.grad, logits.value, targets, dloss_per_position));

@@ -40,6 +40,7 @@ struct TrainConfig {
   std::string device = "auto";                   // "cuda", "cpu", or "auto" (cuda where a GPU is visible)
   std::string dtype = "auto";                    // "bf16", "fp16", "fp32", or "auto" (bf16 on cuda, fp32 on cpu)
   double peak_tflops = 989.4;                    // MFU denominator: H100/H200 SXM dense bf16 (datasheet)
+  bool profile = false;                          // CUDA: per-op device time, printed at the end of the run
 };
 
 // The device and compute dtype a config resolves to on this machine.

@@ -52,6 +52,8 @@ void add_train_flags(CLI::App& app, zw::train::TrainConfig& c) {
       ->capture_default_str();
   app.add_option("--peak-tflops", c.peak_tflops, "MFU denominator in TFLOP/s (default: H100/H200 SXM dense bf16)")
       ->capture_default_str();
+  app.add_flag("--profile", c.profile,
+               "CUDA: time every op on the device (CUDA events) from the second step on and print a table per step");
   app.add_option("--timeline", c.timeline,
                  "with --deepspeed_config: record collective and compute spans; rank r writes PREFIX.rank<r>.json "
                  "(Chrome trace JSON) and rank 0 prints the fraction of communication hidden behind compute");

@@ -122,6 +122,7 @@ Status FlatStrategy::init_params(uint64_t seed) {
 
 Status FlatStrategy::begin_micro_step() {
   if (micro_++ == 0) {
+    const tensor::ProfileRange profile("zero gradients");
     ZW_TRY(grads_.tensor().defined() ? tensor::fill(grads_, 0.0) : Status());
     provider_->set_loss_scale(loss_scale());
   }
@@ -133,15 +134,18 @@ Result<StepOutcome> FlatStrategy::step(double lr) {
   out.loss_scale = loss_scale();
   const double inv = 1.0 / (out.loss_scale * std::max(micro_, 1));  // the mean over micro steps, unscaled
   micro_ = 0;
-  ZW_TRY(tensor::reduce_sum(sumsq_, grads_, true));
-  ZW_TRY(tensor::grad_factor(factor_, sumsq_, c_.grad_clip, inv));
-  tensor::AdamWConfig a;
-  a.lr = float(lr);
-  a.beta1 = 0.9f;
-  a.beta2 = 0.95f;
-  a.eps = 1e-8f;
-  a.weight_decay = float(c_.weight_decay);
-  ZW_TRY(adam_.step(a, updates_ + 1, master_, grads_, compute_, factor_));
+  {
+    const tensor::ProfileRange profile("optimizer (norm, clip, adamw)");
+    ZW_TRY(tensor::reduce_sum(sumsq_, grads_, true));
+    ZW_TRY(tensor::grad_factor(factor_, sumsq_, c_.grad_clip, inv));
+    tensor::AdamWConfig a;
+    a.lr = float(lr);
+    a.beta1 = 0.9f;
+    a.beta2 = 0.95f;
+    a.eps = 1e-8f;
+    a.weight_decay = float(c_.weight_decay);
+    ZW_TRY(adam_.step(a, updates_ + 1, master_, grads_, compute_, factor_));
+  }
   float host[2] = {0, 0};
   ZW_TRY(tensor::copy(Tensor::host(&host[0], Shape{1}), sumsq_));
   ZW_TRY(tensor::copy(Tensor::host(&host[1], Shape{1}), factor_));

@@ -34,6 +34,7 @@ class Trainer {
   Result<StepRecord> train_step(int64_t step);
   Result<double> evaluate();
   Status checkpoint(int64_t steps_taken);
+  Status profile_step(int64_t steps_this_run);
   Status check_resumable(const nlohmann::json& client) const;
   void print_summary(const std::string& what) const;
   bool leader() const { return strategy_->rank() == 0; }
@@ -182,6 +183,16 @@ Result<double> Trainer::evaluate() {
   return total / double(gas_ * strategy_->world_size() * c_.eval_batches);
 }
 
+// --profile: ranges are recorded from the second step on (the first one pays for plans and module loading) and
+// collected after each step.
+Status Trainer::profile_step(int64_t steps_this_run) {
+  if (!cuda_ || !c_.profile) return Status();
+  ZW_TRY(cuda_->synchronize());
+  ZW_TRY(cuda_->profile_collect());
+  if (steps_this_run == 0) cuda_->set_profiling(true);
+  return Status();
+}
+
 Status Trainer::checkpoint(int64_t steps_taken) {
   nlohmann::json client = {{"train_step", steps_taken},
                            {"data_rng", rng_.state()},
@@ -206,6 +217,7 @@ Result<TrainReport> Trainer::run() {
   std::vector<double> rates, mfus;
   for (int64_t step = first_step_; step < end; ++step) {
     ZW_ASSIGN_OR_RETURN(const StepRecord r, train_step(step));
+    ZW_TRY(profile_step(step - first_step_));
     report.losses.push_back(float(r.loss));
     rates.push_back(r.tokens_per_s);
     mfus.push_back(r.mfu);
@@ -224,6 +236,9 @@ Result<TrainReport> Trainer::run() {
     std::fflush(stdout);
   }
   ZW_TRY(strategy_->finish(c_.quiet || !leader()));
+  if (cuda_ && c_.profile && leader() && end - first_step_ > 1)
+    std::printf("zw_train: device time per step (%lld steps after the first):\n%s", (long long)(end - first_step_ - 1),
+                cuda_->profile_table(end - first_step_ - 1).c_str());
   if (!rates.empty()) {
     std::sort(rates.begin(), rates.end());
     std::sort(mfus.begin(), mfus.end());

@@ -2,7 +2,9 @@
 // context per thread; device memory with the process-wide counters behind cuda_bytes_in_use/peak.
 //
 // Non-goals: see cuda_context.h.
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -62,6 +64,8 @@ CudaContext::~CudaContext() {
   if (m.error_host != nullptr) cudaFreeHost(m.error_host);
   for (cudaEvent_t e : m.upload_done)
     if (e != nullptr) cudaEventDestroy(e);
+  for (const Impl::ProfileMark& mark : m.marks) cudaEventDestroy(mark.start), cudaEventDestroy(mark.stop);
+  for (cudaEvent_t e : m.spare_events) cudaEventDestroy(e);
   if (m.upload_ring != nullptr) cudaFreeHost(m.upload_ring);
   if (m.own_stream && m.stream != nullptr) cudaStreamDestroy(m.stream);
 }
@@ -120,6 +124,68 @@ Status CudaContext::synchronize() {
 }
 
 CudaContext* current_cuda_context() { return g_current; }
+
+void CudaContext::set_profiling(bool on) { impl_->profiling = on; }
+bool CudaContext::profiling() const { return impl_->profiling; }
+
+Status CudaContext::profile_collect() {
+  Impl& m = *impl_;
+  for (const Impl::ProfileMark& mark : m.marks) {
+    float ms = 0;
+    ZW_CUDA_TRY(cudaEventElapsedTime(&ms, mark.start, mark.stop));
+    Impl::ProfileRow& row = m.profile[mark.name];
+    ++row.calls;
+    row.ms += ms;
+    m.spare_events.push_back(mark.start);
+    m.spare_events.push_back(mark.stop);
+  }
+  m.marks.clear();
+  return Status();
+}
+
+std::string CudaContext::profile_table(int64_t steps) const {
+  double total = 0;
+  for (const auto& [name, row] : impl_->profile) total += row.ms;
+  std::vector<std::pair<std::string, Impl::ProfileRow>> rows(impl_->profile.begin(), impl_->profile.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  const double per = steps > 0 ? double(steps) : 1.0;
+  std::string out;
+  char line[160];
+  std::snprintf(line, sizeof line, "%-28s %10s %12s %8s\n", "op (device time)", "calls/step", "ms/step", "share");
+  out += line;
+  for (const auto& [name, row] : rows) {
+    std::snprintf(line, sizeof line, "%-28s %10.1f %12.3f %7.1f%%\n", name.c_str(), double(row.calls) / per,
+                  row.ms / per, total > 0 ? 100.0 * row.ms / total : 0.0);
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "%-28s %10s %12.3f\n", "total", "", total / per);
+  return out + line;
+}
+
+ProfileRange::ProfileRange(const char* name) {
+  CudaContext* ctx = current_cuda_context();
+  if (ctx == nullptr || !ctx->profiling()) return;
+  CudaContext::Impl& m = ctx->impl();
+  cudaEvent_t ev[2] = {nullptr, nullptr};
+  for (cudaEvent_t& e : ev) {
+    if (!m.spare_events.empty()) {
+      e = m.spare_events.back();
+      m.spare_events.pop_back();
+    } else if (cudaEventCreate(&e) != cudaSuccess) {
+      return;  // profiling is best effort: no event, no mark
+    }
+  }
+  cudaEventRecord(ev[0], m.stream);
+  slot_ = int(m.marks.size());
+  m.marks.push_back(CudaContext::Impl::ProfileMark{name, ev[0], ev[1]});
+  context_ = ctx;
+}
+
+ProfileRange::~ProfileRange() {
+  if (context_ == nullptr) return;
+  CudaContext::Impl& m = context_->impl();
+  cudaEventRecord(m.marks[size_t(slot_)].stop, m.stream);
+}
 
 CudaScope::CudaScope(CudaContext& context) : previous_(g_current) {
   g_current = &context;

@@ -7,7 +7,10 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "tensor/cuda_context.h"
 
@@ -40,6 +43,19 @@ struct CudaContext::Impl {
   std::byte* upload_ring = nullptr;                  // kUploadSlots × kUploadSlotBytes of pinned host memory
   cudaEvent_t upload_done[kUploadSlots] = {};        // recorded after each slot's copy
   int upload_next = 0;                               // the slot to use next
+  // Profiling (set_profiling): event pairs recorded since the last collect, and the totals by name.
+  struct ProfileMark {
+    const char* name;         // the range's name
+    cudaEvent_t start, stop;  // recorded on the stream
+  };
+  struct ProfileRow {
+    int64_t calls = 0;   // ranges of this name collected
+    double ms = 0;       // their summed device time
+  };
+  bool profiling = false;
+  std::vector<ProfileMark> marks;          // pending, in record order
+  std::vector<cudaEvent_t> spare_events;   // recycled by collect
+  std::map<std::string, ProfileRow> profile;
 };
 
 namespace cuda {

@@ -47,7 +47,7 @@ TEST_F(CudaOpTest, HostTensorWhereDeviceMemoryIsExpectedIsNamed) {
   ASSERT_TRUE(host_out.ok());
   const Status s = gelu_forward(*host_out, inp);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
-  EXPECT_NE(s.message().find("out is bf16"), std::string::npos) << s.to_string();
+  EXPECT_NE(s.message().find("out is bfloat16"), std::string::npos) << s.to_string();
   EXPECT_NE(s.message().find("one device"), std::string::npos) << s.to_string();
 }
 
