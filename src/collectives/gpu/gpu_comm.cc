@@ -3,7 +3,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "collectives/work.h"
@@ -108,6 +110,37 @@ std::string random_token() {
   return buf;
 }
 
+// Loads every kernel of gpu_kernels.h into `device`'s context (the current context of the device: its primary one),
+// once per process and device: cudaFuncGetAttributes makes a lazily loaded kernel load now, while none of this
+// process's collective kernels can be spinning (gpu_comm.h). Other threads wait for the first; a failure is not
+// remembered (the next engine tries again).
+Status preload_kernels(int device) {
+  static std::mutex mutex;
+  static std::set<int> loaded;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (loaded.count(device) != 0) return Status();
+  DeviceScope scope(device);
+  ZW_TRY(scope.status());
+  std::vector<const void*> table;
+  list_direct_kernels(&table);
+  list_ring_kernels(&table);
+  const std::set<const void*> kernels(table.begin(), table.end());
+  const uint64_t start = now_ns();
+  for (const void* kernel : kernels) {
+    cudaFuncAttributes attr{};
+    cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
+    if (err == cudaSuccess) continue;
+    cudaGetLastError();  // not a launch's error: keep it from the next launch's check
+    return cuda_status(err, "loading the GPU collective kernels on GPU " + std::to_string(device) +
+                                " (cudaFuncGetAttributes; was zerowire built for this GPU's architecture? see "
+                                "CMAKE_CUDA_ARCHITECTURES)");
+  }
+  loaded.insert(device);
+  ZW_INFO(kCuda, "loaded %zu collective kernels on GPU %d in %.1f ms", kernels.size(), device,
+          static_cast<double>(now_ns() - start) / 1e6);
+  return Status();
+}
+
 // The element range [lo, hi) of rank r's part of an all-reduce: whole 16-byte vectors, spread evenly.
 void part_of(int r, int n, size_t count, size_t elem, size_t* lo, size_t* hi) {
   const size_t unit = elem >= 16 ? 1 : 16 / elem, units = (count + unit - 1) / unit;
@@ -129,6 +162,10 @@ struct GpuComm::Peers {
 
 Result<std::unique_ptr<GpuComm>> GpuComm::create(CommImpl& impl, int device) {
   const Knobs& k = knobs();
+  // Before the rendezvous below: once any rank of this process is past it, every kernel is loaded here.
+  Status loaded = preload_kernels(device);
+  if (!loaded.ok()) return loaded.with_context("setting up device-memory collectives on rank " +
+                                               std::to_string(impl.rank()));
   std::unique_ptr<GpuComm> g(new GpuComm(impl.rank(), impl.size(), device, impl.settings().timeout_s));
   Store& store = *impl.store();
   std::string prefix;
@@ -159,6 +196,11 @@ Result<std::unique_ptr<GpuComm>> GpuComm::create(CommImpl& impl, int device) {
   if (k.cuda_algo != "auto" && k.cuda_algo != "direct" && k.cuda_algo != "ring")
     return Status(Code::kInvalidArgument, "ZW_CUDA_ALGO=" + k.cuda_algo + " is not one of auto, direct, ring");
   g->ring_ = k.cuda_algo == "ring";
+  if (g->ring_ && g->size_ > 1) {  // the reduce-scatter slot, here rather than in the first one's issue path
+    DeviceScope scope(device);
+    ZW_TRY(scope.status());
+    ZW_TRY(g->ensure_scratch(1));
+  }
   g->ce_bytes_ = k.cuda_ce_bytes > 0 ? static_cast<size_t>(k.cuda_ce_bytes) : SIZE_MAX;
   g->oneshot_bytes_ = static_cast<size_t>(std::max<int64_t>(k.cuda_oneshot_bytes, 0));
   return g;
@@ -175,6 +217,7 @@ GpuComm::~GpuComm() {
     }
   }
   if (scratch_ != nullptr) cudaFree(scratch_);
+  for (void* p : retired_scratch_) cudaFree(p);
   for (cudaStream_t side : side_streams_) cudaStreamDestroy(side);
   for (cudaEvent_t e : joins_) cudaEventDestroy(e);
   if (fork_ != nullptr) cudaEventDestroy(fork_);
@@ -239,13 +282,15 @@ bool GpuComm::use_ring(const OpDesc& desc, const CollectiveOptions& o) const {
 
 Status GpuComm::ensure_scratch(size_t bytes) {
   if (bytes <= scratch_bytes_) return Status();
-  if (last_event_) ZW_TRY(cuda_status(cudaEventSynchronize(*last_event_), "waiting before growing the ring scratch"));
-  if (scratch_ != nullptr) cudaFree(scratch_);
-  scratch_ = nullptr;
-  scratch_bytes_ = 0;
   size_t want = size_t{1} << 20;  // powers of two from 1 MiB: few reallocations (each is a new peer mapping)
   while (want < bytes) want *= 2;
-  ZW_TRY(cuda_status(cudaMalloc(&scratch_, want), "allocating " + std::to_string(want) + " bytes of ring scratch"));
+  void* grown = nullptr;
+  ZW_TRY(cuda_status(cudaMalloc(&grown, want), "allocating " + std::to_string(want) + " bytes of ring scratch"));
+  // The old slot stays allocated (earlier kernels may still use it) and is freed with the engine: cudaFree would wait
+  // for the whole device, where a peer's kernel can be spinning for this rank's next launch. All of them together are
+  // smaller than the current one.
+  if (scratch_ != nullptr) retired_scratch_.push_back(scratch_);
+  scratch_ = grown;
   scratch_bytes_ = want;
   return Status();
 }

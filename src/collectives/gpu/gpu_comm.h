@@ -13,6 +13,17 @@
 // one after the other, and the first waits for the second forever (until the timeout). Every rank checks the pairs
 // that share a GPU from the descriptors (each such rank adds its stream's identity) and all refuse the operation
 // with an error naming both ranks and the GPU.
+//
+// Nothing in the issue path may wait for the device: a collective kernel spins until its peers' kernels arrive, and
+// ranks of one process sharing a GPU share its context, so a call that waits for the context to go idle (or holds it
+// while waiting) in one rank's thread waits for a peer's spinning kernel, which waits for this rank's launch: a hang
+// until the timeout. CUDA loads kernels lazily by default (CUDA_MODULE_LOADING=LAZY since CUDA 12.2): the first launch
+// of a kernel loads it, and loading may need the context idle (NVIDIA's Lazy Loading guide warns that kernels which
+// must run concurrently can deadlock). So create() loads every kernel the engine can launch (gpu_kernels.h's lists,
+// built from the tables the launches pick from) into the device's context before its ranks' rendezvous, once per
+// process and device (logged at INFO, CUDA, with the time it took), and the ring reduce-scatter's scratch is allocated
+// there too and never freed while the engine lives (cudaFree waits for the whole device). Growing the scratch for a
+// larger reduce-scatter still calls cudaMalloc in the issue path.
 // Threading: one issuing thread per communicator (as for host collectives); Work handles from any thread.
 // Non-goals: ranks on several hosts, CUDA graphs capture (the per-op host exchange cannot be captured).
 #pragma once
@@ -63,7 +74,8 @@ class GpuComm final : public GpuEngine {
   Status build(const OpDesc& desc, const CollectiveOptions& o, const Peers& peers, DirectArgs* args) const;
   void build_ring(const OpDesc& desc, const CollectiveOptions& o, const Peers& peers, RingArgs* args) const;
   int blocks_for(size_t bytes) const;
-  // Grows the reduce-scatter ring's second receive slot to `bytes` (device memory, reused across operations).
+  // Grows the reduce-scatter ring's second receive slot to `bytes` (device memory, reused across operations; a
+  // smaller one it replaces is kept until the engine goes, so that no cudaFree runs while kernels may spin).
   Status ensure_scratch(size_t bytes);
   // A large all-gather: arrive barrier kernel, one copy-engine copy per destination on forked streams, done barrier.
   Status enqueue_copy_engine(const DirectArgs& args, DataType dtype, cudaStream_t stream);
@@ -78,6 +90,7 @@ class GpuComm final : public GpuEngine {
   bool ring_ = false;                        // ZW_CUDA_ALGO=ring
   void* scratch_ = nullptr;                  // reduce-scatter ring receive slot
   size_t scratch_bytes_ = 0;
+  std::vector<void*> retired_scratch_;       // the smaller slots it replaced (freed by the destructor)
   size_t ce_bytes_ = 0;                      // all-gathers of at least this many bytes per rank use copy engines
   size_t oneshot_bytes_ = 0;                 // ZW_CUDA_ONESHOT_BYTES: one-shot all-reduce up to this many remote bytes
   std::vector<std::pair<int, int>> sharers_; // pairs of ranks of one process on one GPU: their streams are checked

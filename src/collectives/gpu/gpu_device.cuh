@@ -179,6 +179,19 @@ Status dispatch(DataType dtype, ReduceOp op, F&& f) {
   return Status(Code::kUnsupported, "no GPU collective kernel for this data type");
 }
 
+// Host side: runs f.template operator()<D, O>() for every pair dispatch can pick, by running dispatch itself on every
+// DataType × ReduceOp value: a kernel table built with it (the launch_* functions' load lists, gpu_kernels.h) holds
+// exactly the instantiations the launches can reach.
+template <class F>
+Status dispatch_all(F&& f) {
+  for (int d = 0; d < kNumDataTypes; ++d)
+    for (int o = 0; o < kNumReduceOps; ++o) {
+      Status st = dispatch(static_cast<DataType>(d), static_cast<ReduceOp>(o), f);
+      if (!st.ok()) return st;
+    }
+  return Status();
+}
+
 // The status of the kernel launch just made ("launching the GPU <what> kernel: ...").
 inline Status launch_status(const char* what) {
   cudaError_t err = cudaGetLastError();

@@ -54,6 +54,11 @@ __global__ void __launch_bounds__(1024) direct_kernel(const DirectArgs a, bool v
   barrier_wait(a, true);
 }
 
+// The kernel launch_direct launches for (D, O) — the one table of it, which list_direct_kernels lists too.
+using DirectKernel = void (*)(DirectArgs, bool);
+template <DataType D, ReduceOp O>
+constexpr DirectKernel kDirectKernel = direct_kernel<D, O>;
+
 }  // namespace
 
 Status launch_direct(DataType dtype, ReduceOp op, const DirectArgs& a, int blocks, int threads, cudaStream_t stream) {
@@ -61,8 +66,16 @@ Status launch_direct(DataType dtype, ReduceOp op, const DirectArgs& a, int block
   for (int s = 0; s < a.nsrc; ++s) vector = vector && dev::aligned16(a.src[s]);
   for (int d = 0; d < a.ndst; ++d) vector = vector && dev::aligned16(a.dst[d]);
   return dev::dispatch(dtype, op, [&]<DataType D, ReduceOp O>() {
-    direct_kernel<D, O><<<blocks, threads, 0, stream>>>(a, vector);
+    const DirectKernel kernel = kDirectKernel<D, O>;
+    kernel<<<blocks, threads, 0, stream>>>(a, vector);
     return dev::launch_status("direct collective");
+  });
+}
+
+void list_direct_kernels(std::vector<const void*>* kernels) {
+  (void)dev::dispatch_all([&]<DataType D, ReduceOp O>() {
+    kernels->push_back(reinterpret_cast<const void*>(kDirectKernel<D, O>));
+    return Status();
   });
 }
 

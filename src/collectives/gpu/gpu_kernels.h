@@ -16,6 +16,9 @@
 // a rank's stream only when its output is complete and no peer still reads its input. (Large all-gathers run the
 // two barriers as separate one-block kernels around copy-engine copies: see GpuComm.) Waits poll a mapped host
 // word for an abort request and give up after timeout_ns, recording the peer in GpuHostStatus.
+// Loading: each launch picks its kernel from a table per (dtype, op) (dev::dispatch); list_direct_kernels and
+// list_ring_kernels return those tables whole, so that GpuComm loads every kernel before the first one can spin
+// (CUDA loads kernels lazily at their first launch, which may wait for kernels already running: gpu_comm.h).
 // Non-goals: cross-node traffic, ring pipelines (a fully connected node moves every block once, directly).
 #pragma once
 
@@ -23,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "transport/cuda_ipc/cuda_ipc_signals.h"
 #include "zerowire/status.h"
@@ -90,5 +94,11 @@ struct RingArgs {
 
 // The number of thread blocks must be the same on every rank (slices are matched by index), ≤ kMaxRingSlices.
 Status launch_ring(DataType dtype, ReduceOp op, const RingArgs& args, int blocks, int threads, cudaStream_t stream);
+
+// Every kernel launch_direct (list_direct_kernels) or launch_ring (list_ring_kernels) can launch, for every dtype, op
+// and variant, appended to *kernels as cudaFuncGetAttributes takes them; the same kernel can appear more than once
+// (avg runs the sum kernel). Built from the tables the launches pick from, so a new instantiation is listed too.
+void list_direct_kernels(std::vector<const void*>* kernels);
+void list_ring_kernels(std::vector<const void*>* kernels);
 
 }  // namespace zw::internal::gpu

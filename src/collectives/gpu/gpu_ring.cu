@@ -155,6 +155,13 @@ __global__ void __launch_bounds__(1024) ring_kernel(const RingArgs a) {
   }
 }
 
+// The kernels launch_ring picks from for (D, O), by whether every range is 16-byte aligned ([1]: the vector kernel) —
+// the one table of them, which list_ring_kernels lists too. The choice is each rank's own: ranks whose buffers are
+// aligned differently run different kernels of one operation (their slices still match).
+using RingKernel = void (*)(RingArgs);
+template <DataType D, ReduceOp O>
+constexpr RingKernel kRingKernels[2] = {ring_kernel<D, O, false>, ring_kernel<D, O, true>};
+
 }  // namespace
 
 Status launch_ring(DataType dtype, ReduceOp op, const RingArgs& a, int blocks, int threads, cudaStream_t stream) {
@@ -168,11 +175,16 @@ Status launch_ring(DataType dtype, ReduceOp op, const RingArgs& a, int blocks, i
     vector = vector && dev::aligned16(p);
   for (int b = 0; b <= a.size; ++b) vector = vector && (a.offsets[b] * es) % 16 == 0;
   return dev::dispatch(dtype, op, [&]<DataType D, ReduceOp O>() {
-    if (vector)
-      ring_kernel<D, O, true><<<blocks, threads, 0, stream>>>(a);
-    else
-      ring_kernel<D, O, false><<<blocks, threads, 0, stream>>>(a);
+    const RingKernel kernel = kRingKernels<D, O>[vector ? 1 : 0];
+    kernel<<<blocks, threads, 0, stream>>>(a);
     return dev::launch_status("ring");
+  });
+}
+
+void list_ring_kernels(std::vector<const void*>* kernels) {
+  (void)dev::dispatch_all([&]<DataType D, ReduceOp O>() {
+    for (RingKernel k : kRingKernels<D, O>) kernels->push_back(reinterpret_cast<const void*>(k));
+    return Status();
   });
 }
 
