@@ -110,8 +110,8 @@ Status cross_entropy_forward_backward(const Tensor& losses, const Tensor& dlogit
                                       const Tensor& targets, double dloss_per_position);
 
 // out = Σ x, or Σ x² when `squares` (the global gradient norm): x of any shape and float dtype, out an f32
-// tensor of shape [1] on x's device. Accumulates in f64 on the CPU and in f32 partial sums combined in a fixed
-// tree on CUDA (deterministic; uses the context's scratch).
+// tensor of shape [1] on x's device. Accumulates in f64 on both devices (on CUDA: per-block partial sums in the
+// context's scratch, combined in a fixed order — deterministic), rounded once to f32.
 Status reduce_sum(const Tensor& out, const Tensor& x, bool squares);
 
 }  // namespace zw::tensor

@@ -75,7 +75,12 @@ int64_t Shape::numel() const {
   return n;
 }
 
-int64_t Shape::rows() const { return rank <= 1 ? 1 : numel() / dims[rank - 1]; }
+int64_t Shape::rows() const {
+  if (rank <= 1) return 1;
+  int64_t n = 1;  // the product of every dim but the last (no division: the last may be 0)
+  for (int i = 0; i + 1 < rank; ++i) n *= dims[i];
+  return n;
+}
 
 bool Shape::operator==(const Shape& other) const {
   if (rank != other.rank) return false;

@@ -17,40 +17,27 @@
 
 #include "tensor/cuda_context.h"
 #include "train/scratch.h"
+#include "train/train_util.h"
 #include "zw_train/sample.h"
 #include "zw_train/trainer.h"
 
 namespace zw::train {
 namespace {
 
+using testing::bit_equal;
+using testing::train_ok;
+using testing::train_split;
+
 std::string fresh_dir(const std::string& name) { return testing::scratch_path("cuda_" + name); }
 
 // Two blocks of head size 64 (flash attention), byte vocabulary, T 64.
 TrainConfig small(const std::string& out_dir, int steps, const std::string& device, const std::string& dtype) {
-  TrainConfig c;
-  c.model = model::GptConfig{2, 128, 2, 64, 256};
-  c.batch = 8;
-  c.steps = steps;
+  TrainConfig c = testing::quiet_config(model::GptConfig{2, 128, 2, 64, 256}, steps, out_dir);
   c.lr = 1e-3;
   c.min_lr = 1e-4;
-  c.warmup_steps = 5;
-  c.eval_every = 0;
-  c.eval_batches = 2;
-  c.out_dir = out_dir;
-  c.quiet = true;
   c.device = device;
   c.dtype = dtype;
   return c;
-}
-
-TrainReport train_ok(const TrainConfig& c) {
-  auto report = run_training(c);
-  EXPECT_TRUE(report.ok()) << report.status().to_string();
-  return report.ok() ? report.value() : TrainReport{};
-}
-
-bool bit_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 TEST(TrainCuda, Bf16StepsFollowTheCpuF32Curve) {
@@ -84,12 +71,7 @@ TEST(TrainCuda, DeterministicAndResumeIsExact) {
   const TrainReport a = train_ok(small(fresh_dir("det_a"), 12, "cuda", "bf16"));
   const TrainReport b = train_ok(small(fresh_dir("det_b"), 12, "cuda", "bf16"));
   EXPECT_TRUE(bit_equal(a.losses, b.losses));
-  TrainConfig split = small(fresh_dir("split"), 12, "cuda", "bf16");
-  split.stop_after = 6;
-  const TrainReport first = train_ok(split);
-  split.stop_after = 0;
-  split.resume = true;
-  const TrainReport second = train_ok(split);
+  const auto [first, second] = train_split(small(fresh_dir("split"), 12, "cuda", "bf16"), 6);
   EXPECT_EQ(second.first_step, 6);
   ASSERT_EQ(first.losses.size() + second.losses.size(), a.losses.size());
   std::vector<float> joined = first.losses;
@@ -152,8 +134,7 @@ TEST(TrainCuda, CudaWithoutDeviceOrWrongDtypeIsRefused) {
   TrainConfig c = small(fresh_dir("refuse"), 2, "cpu", "bf16");
   auto r = run_training(c);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("--dtype bf16 needs --device cuda"), std::string::npos)
-      << r.status().to_string();
+  EXPECT_NE(r.status().message().find("--dtype bf16 needs --device cuda"), std::string::npos) << r.status().to_string();
 }
 
 }  // namespace

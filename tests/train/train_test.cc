@@ -12,6 +12,7 @@
 #include <string>
 
 #include "train/scratch.h"
+#include "train/train_util.h"
 #include "zw_train/checkpoint.h"
 #include "zw_train/sample.h"
 #include "zw_train/trainer.h"
@@ -19,32 +20,16 @@
 namespace zw::train {
 namespace {
 
+using testing::bit_equal;
+using testing::train_ok;
+using testing::train_split;
+
 std::string fresh_dir(const std::string& name) { return testing::scratch_path(name); }
 
 TrainConfig tiny(const std::string& out_dir, int steps) {
-  TrainConfig c;
-  c.model = model::GptConfig{2, 32, 2, 32, 256};
+  TrainConfig c = testing::quiet_config(model::GptConfig{2, 32, 2, 32, 256}, steps, out_dir);
   c.device = "cpu";  // the CPU path's numbers (tests/train/train_cuda_test.cc runs the GPU's)
-  c.batch = 8;
-  c.steps = steps;
-  c.lr = 3e-3;
-  c.min_lr = 3e-4;
-  c.warmup_steps = 5;
-  c.eval_every = 0;
-  c.eval_batches = 2;
-  c.out_dir = out_dir;
-  c.quiet = true;
   return c;
-}
-
-TrainReport train_ok(const TrainConfig& c) {
-  auto report = run_training(c);
-  EXPECT_TRUE(report.ok()) << report.status().to_string();
-  return report.ok() ? report.value() : TrainReport{};
-}
-
-bool bit_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 std::vector<float> slice(const std::vector<float>& v, size_t from, size_t to) {
@@ -76,12 +61,8 @@ TEST(TrainLoop, SameSeedSameLossesBitForBit) {
 
 TEST(TrainLoop, ResumeIsExact) {
   const TrainReport straight = train_ok(tiny(fresh_dir("straight"), 20));
-  TrainConfig split = tiny(fresh_dir("split"), 20);
-  split.stop_after = 10;
-  const TrainReport first = train_ok(split);
-  split.stop_after = 0;
-  split.resume = true;
-  const TrainReport second = train_ok(split);
+  const TrainConfig split = tiny(fresh_dir("split"), 20);
+  const auto [first, second] = train_split(split, 10);
   EXPECT_EQ(second.first_step, 10);
   ASSERT_EQ(first.losses.size(), 10u);
   ASSERT_EQ(second.losses.size(), 10u);

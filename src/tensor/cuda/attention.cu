@@ -38,8 +38,8 @@ __global__ void __launch_bounds__(kDsumWarps * 32)
   const int h = int(w % NH);
   const int64_t off = bt * NH * hs + int64_t(h) * hs;
   float acc = 0.f;
-  for (int c = lane; c < hs; c += 32) acc = fmaf(attn::to_f32(dout[off + c]), attn::to_f32(out[off + c]), acc);
-  for (int s = 16; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
+  for (int c = lane; c < hs; c += 32) acc = fmaf(to_f32(dout[off + c]), to_f32(out[off + c]), acc);
+  acc = warp_sum(acc);
   if (lane == 0) dsum[(bt / T * NH + h) * T + bt % T] = acc;
 }
 
@@ -76,14 +76,12 @@ Result<attn::Dims> dims_of(const Tensor& qkv, int num_heads) {
   return d;
 }
 
-bool aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.mem.ptr) % 16 == 0; }
-
 // Whether the tensor-core kernels take this call (see the header comment).
 bool use_flash(DataType dtype, int hs, std::initializer_list<const Tensor*> tensors) {
   if (dtype != DataType::kBFloat16 && dtype != DataType::kFloat16) return false;
   if (hs != 64 && hs != 128) return false;
   for (const Tensor* t : tensors)
-    if (!aligned16(*t)) return false;
+    if (!aligned16(t->mem.ptr)) return false;
   return true;
 }
 

@@ -17,7 +17,6 @@
 // Shared memory: 55 KiB at hs 64, 69 KiB at hs 128 (either kernel).
 // Non-goals: fusing the D computation, sequence-parallel dQ with atomics (not deterministic).
 #include "tensor/cuda/attention_flash.cuh"
-#include "tensor/cuda/cuda_check.h"
 
 namespace zw::tensor::cuda::attn {
 namespace {
@@ -25,24 +24,6 @@ namespace {
 constexpr int kBlock = 64;  // rows a CTA owns (keys in dK/dV, queries in dQ)
 // Rows of the streamed side per step.
 constexpr int stream_rows(int hs) { return hs == 64 ? 64 : 32; }
-
-// Where one (b, h) of the arguments starts: row 0 of its q in qkv, of its dO, of its slice of lse and D.
-template <class E, int HS>
-struct Head {
-  const E* q;
-  const E* dout;
-  E* dq;
-  const float* lse;
-  const float* dsum;
-  __device__ Head(const BwdArgs& a, int b, int h) {
-    const int64_t T = a.d.T, ld = 3 * a.d.C, stat = (int64_t(b) * a.d.NH + h) * T;
-    q = static_cast<const E*>(a.qkv) + b * T * ld + int64_t(h) * HS;
-    dout = static_cast<const E*>(a.dout) + b * T * a.d.C + int64_t(h) * HS;
-    dq = static_cast<E*>(a.dqkv) + b * T * ld + int64_t(h) * HS;
-    lse = a.lse + stat;
-    dsum = a.dsum + stat;
-  }
-};
 
 // dK/dV kernel, per warp and query tile: turns the transposed scores st (raw k·q; rows = keys, columns = queries
 // of the tile) into Pᵀ and dpt (dPᵀ) into dSᵀ. key = key of c0/c1 (c2/c3: key + 8); sL/sD: the tile's lse and D.
@@ -74,7 +55,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkdv_kernel(const Bwd
   float* sL = reinterpret_cast<float*>(sdO + 2 * kTileQ);  // 2 buffers of kBq lse
   float* sD = sL + 2 * kBq;                                // 2 buffers of kBq D
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, T = a.d.T;
-  const Head<E, HS> g(a, blockIdx.x / a.d.NH, blockIdx.x % a.d.NH);
+  const BwdHead<E, HS> g(a, blockIdx.x / a.d.NH, blockIdx.x % a.d.NH);
   const int64_t C = a.d.C, ld = 3 * C;
   const int k0 = blockIdx.y * kBlock, qt0 = k0 / kBq, nqt = (T + kBq - 1) / kBq;
 
@@ -139,7 +120,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dq_kernel(const BwdAr
   E* sK = sdO + kTileQ;     // 2 buffers of kTileK
   E* sV = sK + 2 * kTileK;  // 2 buffers of kTileK
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, T = a.d.T;
-  const Head<E, HS> g(a, blockIdx.x / a.d.NH, blockIdx.x % a.d.NH);
+  const BwdHead<E, HS> g(a, blockIdx.x / a.d.NH, blockIdx.x % a.d.NH);
   const int64_t C = a.d.C, ld = 3 * C;
   const int q0 = (gridDim.y - 1 - blockIdx.y) * kBlock;
   const int nkt = (min(q0 + kBlock, T) + kBk - 1) / kBk;
@@ -188,26 +169,18 @@ Status launch(const BwdArgs& a, cudaStream_t stream) {
   constexpr size_t kTiles = size_t(2 * kBlock + 4 * kRows) * (HS + kPad) * sizeof(E);
   constexpr size_t kSmemKV = kTiles + 4 * kRows * sizeof(float), kSmemQ = kTiles;
   const unsigned bh = unsigned(a.d.B * a.d.NH), blocks = unsigned((a.d.T + kBlock - 1) / kBlock);
-  auto* dkdv = flash_bwd_dkdv_kernel<E, HS>;
-  ZW_CUDA_TRY(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemKV)));
-  dkdv<<<dim3(bh, blocks), kFlashThreads, kSmemKV, stream>>>(a);
-  ZW_CUDA_LAUNCH_TRY("attention_backward (flash dK/dV kernel)");
-  auto* dq = flash_bwd_dq_kernel<E, HS>;
-  ZW_CUDA_TRY(cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemQ)));
-  dq<<<dim3(bh, blocks), kFlashThreads, kSmemQ, stream>>>(a);
-  ZW_CUDA_LAUNCH_TRY("attention_backward (flash dQ kernel)");
-  return Status();
-}
-
-template <class E>
-Status launch_hs(const BwdArgs& a, cudaStream_t stream) {
-  return a.d.hs == 64 ? launch<E, 64>(a, stream) : launch<E, 128>(a, stream);
+  ZW_TRY(launch_flash(flash_bwd_dkdv_kernel<E, HS>, dim3(bh, blocks), kSmemKV, a, stream,
+                      "attention_backward (flash dK/dV kernel)"));
+  return launch_flash(flash_bwd_dq_kernel<E, HS>, dim3(bh, blocks), kSmemQ, a, stream,
+                      "attention_backward (flash dQ kernel)");
 }
 
 }  // namespace
 
 Status flash_backward(DataType dtype, const BwdArgs& a, cudaStream_t stream) {
-  return dtype == DataType::kBFloat16 ? launch_hs<__nv_bfloat16>(a, stream) : launch_hs<__half>(a, stream);
+  return dispatch_flash(dtype, a.d.hs, [&](auto e, auto hs) {
+    return launch<typename decltype(e)::type, decltype(hs)::value>(a, stream);
+  });
 }
 
 }  // namespace zw::tensor::cuda::attn

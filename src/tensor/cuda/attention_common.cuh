@@ -1,8 +1,8 @@
 // tensor/cuda/attention_common.cuh — what the causal attention kernels share (private to the attention .cu files).
 //
-// Purpose: the arguments every kernel receives, the element conversions, and thin wrappers over the tensor-core
-// instructions the flash kernels use (mma.sync m16n8k16 with f32 accumulators, ldmatrix, cp.async), with the
-// fragment layouts spelled out once here so the kernels can rely on them.
+// Purpose: the arguments every kernel receives and thin wrappers over the tensor-core instructions the flash kernels
+// use (mma.sync m16n8k16 with f32 accumulators, ldmatrix, cp.async), with the fragment layouts spelled out once here
+// so the kernels can rely on them. Element conversions and 16-bit pairs (to_f32, from_f32, Pair) are dtype.cuh's.
 // Files: attention.cu (the ops' entry points, dispatch, the rowsum(dO ∘ O) kernel), attention_fwd.cu (flash
 // forward), attention_bwd.cu (flash backward: dK/dV per key block, dQ per query block), attention_generic.cu
 // (scalar f32 kernels for f32 and head sizes other than 64 and 128).
@@ -16,8 +16,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstring>
 
+#include "tensor/cuda/dtype.cuh"
 #include "zerowire/status.h"
 #include "zerowire/types.h"
 
@@ -51,6 +51,26 @@ struct BwdArgs {
   Dims d;
 };
 
+// Where one (b, h) of a backward call starts: row 0 of its q in qkv and in dqkv (k and v follow at + C and + 2C),
+// of its dO, and of its slices of lse and D. HS: the head size when the kernel fixes it (0: a.d.hs at run time).
+template <class E, int HS = 0>
+struct BwdHead {
+  const E* q;
+  const E* dout;
+  E* dq;
+  const float* lse;
+  const float* dsum;
+  __device__ BwdHead(const BwdArgs& a, int b, int h) {
+    const int64_t T = a.d.T, ld = 3 * a.d.C, stat = (int64_t(b) * a.d.NH + h) * T;
+    const int64_t col = int64_t(h) * (HS > 0 ? HS : a.d.hs);
+    q = static_cast<const E*>(a.qkv) + b * T * ld + col;
+    dout = static_cast<const E*>(a.dout) + b * T * a.d.C + col;
+    dq = static_cast<E*>(a.dqkv) + b * T * ld + col;
+    lse = a.lse + stat;
+    dsum = a.dsum + stat;
+  }
+};
+
 // Launchers (each queues its kernels on `stream`; the dtype is f32, bf16 or f16).
 // Flash kernels: dtype bf16/f16, hs 64/128, qkv/out/dout/dqkv 16-byte aligned (attention.cu checks).
 Status flash_forward(DataType dtype, const FwdArgs& a, cudaStream_t stream);
@@ -62,58 +82,6 @@ Status generic_backward(DataType dtype, const BwdArgs& a, cudaStream_t stream);
 
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
-
-// ---- element conversions (round to nearest-even when narrowing) ----
-__device__ __forceinline__ float to_f32(float x) { return x; }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
-template <class E>
-__device__ __forceinline__ E from_f32(float x);
-template <>
-__device__ __forceinline__ float from_f32<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <>
-__device__ __forceinline__ __half from_f32<__half>(float x) {
-  return __float2half_rn(x);
-}
-
-// Two 16-bit values in one 32-bit register: `lo` (the lower column index) in bits 0..15, as mma and ldmatrix
-// fragments and little-endian memory hold element pairs.
-template <class E>
-struct Pair;
-template <>
-struct Pair<__nv_bfloat16> {
-  __device__ static uint32_t pack(float lo, float hi) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    return u;
-  }
-  __device__ static float2 unpack(uint32_t u) {
-    __nv_bfloat162 v;
-    memcpy(&v, &u, 4);
-    return __bfloat1622float2(v);
-  }
-};
-template <>
-struct Pair<__half> {
-  __device__ static uint32_t pack(float lo, float hi) {
-    const __half2 v = __floats2half2_rn(lo, hi);
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    return u;
-  }
-  __device__ static float2 unpack(uint32_t u) {
-    __half2 v;
-    memcpy(&v, &u, 4);
-    return __half22float2(v);
-  }
-};
 
 // ---- tensor-core wrappers ----
 // mma.sync.m16n8k16, row.col, f32 += E·E. With g = lane/4 and t = lane%4 (the layouts of the PTX ISA):

@@ -13,12 +13,37 @@
 // Non-goals: anything but head sizes that are multiples of 16 (the flash kernels instantiate 64 and 128).
 #pragma once
 
+#include <type_traits>
+
 #include "tensor/cuda/attention_common.cuh"
+#include "tensor/cuda/cuda_check.h"
 
 namespace zw::tensor::cuda::attn {
 
 inline constexpr int kFlashThreads = 128;  // 4 warps
 inline constexpr int kPad = 8;             // elements of padding per shared row (16 bytes)
+
+// Queues `kernel` on `stream` over `grid` with kFlashThreads threads per CTA and `smem` bytes of dynamic shared
+// memory (opted into first: the flash kernels need more than the default 48 KiB); `what` names it in an error.
+template <class Args>
+Status launch_flash(void (*kernel)(Args), dim3 grid, size_t smem, const Args& a, cudaStream_t stream,
+                    const char* what) {
+  ZW_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kernel<<<grid, kFlashThreads, smem, stream>>>(a);
+  ZW_CUDA_LAUNCH_TRY(what);
+  return Status();
+}
+
+// Calls fn(std::type_identity<E>{}, std::integral_constant<int, HS>{}) with E the element type of `dtype` (bf16,
+// else f16) and HS the head size (64, else 128): the instantiations the flash kernels have (attention.cu checks).
+template <class Fn>
+Status dispatch_flash(DataType dtype, int hs, Fn&& fn) {
+  auto with_hs = [&](auto e) -> Status {
+    return hs == 64 ? fn(e, std::integral_constant<int, 64>{}) : fn(e, std::integral_constant<int, 128>{});
+  };
+  return dtype == DataType::kBFloat16 ? with_hs(std::type_identity<__nv_bfloat16>{})
+                                      : with_hs(std::type_identity<__half>{});
+}
 
 // Rows [0, ROWS) of a tile, global (row stride ld elements, 16-byte aligned rows) to shared (stride HS + kPad),
 // with cp.async; rows >= valid are zero-filled and never read, so padding rows past T contribute exact zeros.

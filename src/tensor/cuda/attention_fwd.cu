@@ -13,7 +13,6 @@
 // Shared memory: Q + 2 × (K, V), 64 rows each of hs + 8 elements: 45 KiB at hs 64, 85 KiB at hs 128.
 // Non-goals: split-KV for long sequences with few CTAs, wgmma/TMA (sm_90a), staging O for 16-byte stores.
 #include "tensor/cuda/attention_flash.cuh"
-#include "tensor/cuda/cuda_check.h"
 
 namespace zw::tensor::cuda::attn {
 namespace {
@@ -121,23 +120,16 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(const FwdArgs 
 template <class E, int HS>
 Status launch(const FwdArgs& a, cudaStream_t stream) {
   constexpr size_t kSmem = size_t(kBq + 4 * kBk) * (HS + kPad) * sizeof(E);
-  auto* kernel = flash_fwd_kernel<E, HS>;
-  ZW_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
   const dim3 grid(unsigned(a.d.B * a.d.NH), unsigned((a.d.T + kBq - 1) / kBq));
-  kernel<<<grid, kFlashThreads, kSmem, stream>>>(a);
-  ZW_CUDA_LAUNCH_TRY("attention_forward (flash kernel)");
-  return Status();
-}
-
-template <class E>
-Status launch_hs(const FwdArgs& a, cudaStream_t stream) {
-  return a.d.hs == 64 ? launch<E, 64>(a, stream) : launch<E, 128>(a, stream);
+  return launch_flash(flash_fwd_kernel<E, HS>, grid, kSmem, a, stream, "attention_forward (flash kernel)");
 }
 
 }  // namespace
 
 Status flash_forward(DataType dtype, const FwdArgs& a, cudaStream_t stream) {
-  return dtype == DataType::kBFloat16 ? launch_hs<__nv_bfloat16>(a, stream) : launch_hs<__half>(a, stream);
+  return dispatch_flash(dtype, a.d.hs, [&](auto e, auto hs) {
+    return launch<typename decltype(e)::type, decltype(hs)::value>(a, stream);
+  });
 }
 
 }  // namespace zw::tensor::cuda::attn

@@ -122,27 +122,9 @@ struct BwdTiles {
   float* dsum;
 };
 
-// Where one (b, h) starts: row 0 of its q in qkv / dqkv, its dO, its lse and D.
-template <class E>
-struct GenericHead {
-  const E* q;
-  const E* dout;
-  E* dq;
-  const float* lse;
-  const float* dsum;
-  __device__ GenericHead(const BwdArgs& a, int b, int h) {
-    const int64_t T = a.d.T, ld = 3 * a.d.C, stat = (int64_t(b) * a.d.NH + h) * T;
-    q = static_cast<const E*>(a.qkv) + b * T * ld + int64_t(h) * a.d.hs;
-    dout = static_cast<const E*>(a.dout) + b * T * a.d.C + int64_t(h) * a.d.hs;
-    dq = static_cast<E*>(a.dqkv) + b * T * ld + int64_t(h) * a.d.hs;
-    lse = a.lse + stat;
-    dsum = a.dsum + stat;
-  }
-};
-
 // Loads the query tile at q0 (Q, dO, lse, D) or the key tile at k0 (K, V) of a head into t.
 template <class E>
-__device__ void load_query_tile(const BwdTiles& t, const GenericHead<E>& g, const Dims& d, int q0, int tid) {
+__device__ void load_query_tile(const BwdTiles& t, const BwdHead<E>& g, const Dims& d, int q0, int tid) {
   load_rows(t.q, g.q + q0 * 3 * d.C, 3 * d.C, d.hs, d.T - q0, tid);
   load_rows(t.dout, g.dout + q0 * d.C, d.C, d.hs, d.T - q0, tid);
   if (tid < kTile) {
@@ -151,7 +133,7 @@ __device__ void load_query_tile(const BwdTiles& t, const GenericHead<E>& g, cons
   }
 }
 template <class E>
-__device__ void load_key_tile(const BwdTiles& t, const GenericHead<E>& g, const Dims& d, int k0, int tid) {
+__device__ void load_key_tile(const BwdTiles& t, const BwdHead<E>& g, const Dims& d, int k0, int tid) {
   load_rows(t.k, g.q + d.C + k0 * 3 * d.C, 3 * d.C, d.hs, d.T - k0, tid);
   load_rows(t.v, g.q + 2 * d.C + k0 * 3 * d.C, 3 * d.C, d.hs, d.T - k0, tid);
 }
@@ -179,7 +161,7 @@ __global__ void __launch_bounds__(kThreads) generic_bwd_dkdv_kernel(const BwdArg
   float* sdV = sm + 5 * tile;
   float* sP = sm + 6 * tile + 2 * kTile;
   float* sdS = sP + kTile * kTile;
-  const GenericHead<E> g(a, blockIdx.x / a.d.NH, blockIdx.x % a.d.NH);
+  const BwdHead<E> g(a, blockIdx.x / a.d.NH, blockIdx.x % a.d.NH);
   const int k0 = blockIdx.y * kTile;
 
   load_key_tile(t, g, a.d, k0, tid);
@@ -214,7 +196,7 @@ __global__ void __launch_bounds__(kThreads) generic_bwd_dq_kernel(const BwdArgs 
   const BwdTiles t{sm, sm + tile, sm + 2 * tile, sm + 3 * tile, sm + 5 * tile, sm + 5 * tile + kTile};
   float* sdQ = sm + 4 * tile;
   float* sdS = sm + 5 * tile + 2 * kTile;
-  const GenericHead<E> g(a, blockIdx.x / a.d.NH, blockIdx.x % a.d.NH);
+  const BwdHead<E> g(a, blockIdx.x / a.d.NH, blockIdx.x % a.d.NH);
   const int qt = gridDim.y - 1 - blockIdx.y, q0 = qt * kTile;
 
   load_query_tile(t, g, a.d, q0, tid);
@@ -274,25 +256,13 @@ Status backward(const BwdArgs& a, cudaStream_t stream) {
 }  // namespace
 
 Status generic_forward(DataType dtype, const FwdArgs& a, cudaStream_t stream) {
-  switch (dtype) {
-    case DataType::kBFloat16:
-      return forward<__nv_bfloat16>(a, stream);
-    case DataType::kFloat16:
-      return forward<__half>(a, stream);
-    default:
-      return forward<float>(a, stream);
-  }
+  return dispatch_dtype("attention_forward", dtype,
+                        [&](auto e) { return forward<typename decltype(e)::type>(a, stream); });
 }
 
 Status generic_backward(DataType dtype, const BwdArgs& a, cudaStream_t stream) {
-  switch (dtype) {
-    case DataType::kBFloat16:
-      return backward<__nv_bfloat16>(a, stream);
-    case DataType::kFloat16:
-      return backward<__half>(a, stream);
-    default:
-      return backward<float>(a, stream);
-  }
+  return dispatch_dtype("attention_backward", dtype,
+                        [&](auto e) { return backward<typename decltype(e)::type>(a, stream); });
 }
 
 }  // namespace zw::tensor::cuda::attn

@@ -11,7 +11,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -19,6 +18,7 @@
 #include "tensor/cuda/context_impl.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda/dtype.cuh"
 
 namespace zw::tensor::cuda {
 namespace {
@@ -26,32 +26,11 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 4096;  // grid-stride beyond this: enough to fill an H200 several times
 
-// Element types by storage: float, __nv_bfloat16, __half; all math in f32.
-__device__ inline float to_f32(float x) { return x; }
-__device__ inline float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ inline float to_f32(__half x) { return __half2float(x); }
-template <class T>
-__device__ inline T from_f32(float x);
-template <>
-__device__ inline float from_f32<float>(float x) {
-  return x;
-}
-template <>
-__device__ inline __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <>
-__device__ inline __half from_f32<__half>(float x) {
-  return __float2half_rn(x);
-}
-
 // Four elements moved as one access (8 or 16 bytes).
 template <class T>
 struct alignas(4 * sizeof(T)) Quad {
   T v[4];
 };
-
-int64_t grid_for(int64_t work) { return std::max<int64_t>(1, std::min(kMaxBlocks, (work + kThreads - 1) / kThreads)); }
 
 // dst[i] = convert(src[i]) for i < n; `quads`: both pointers are aligned for Quad access.
 template <class S, class D>
@@ -80,22 +59,10 @@ Status launch_convert(const Tensor& src, const Tensor& dst) {
   const int64_t n = src.numel();
   const bool quads = reinterpret_cast<uintptr_t>(src.mem.ptr) % sizeof(Quad<S>) == 0 &&
                      reinterpret_cast<uintptr_t>(dst.mem.ptr) % sizeof(Quad<D>) == 0;
-  const int64_t blocks = grid_for(quads ? (n + 3) / 4 : n);
-  convert_kernel<S, D><<<unsigned(blocks), kThreads, 0, stream()>>>(dst.data<D>(), src.data<S>(), n, quads);
+  const unsigned blocks = grid_for(quads ? (n + 3) / 4 : n, kThreads, kMaxBlocks);
+  convert_kernel<S, D><<<blocks, kThreads, 0, stream()>>>(dst.data<D>(), src.data<S>(), n, quads);
   ZW_CUDA_LAUNCH_TRY("convert");
   return Status();
-}
-
-template <class S>
-Status convert_from(const Tensor& src, const Tensor& dst) {
-  switch (dst.dtype) {
-    case DataType::kBFloat16:
-      return launch_convert<S, __nv_bfloat16>(src, dst);
-    case DataType::kFloat16:
-      return launch_convert<S, __half>(src, dst);
-    default:
-      return launch_convert<S, float>(src, dst);
-  }
 }
 
 // Every element of t (n elements of `size` bytes, 2 or 4) set to the bit pattern `bits`.
@@ -105,16 +72,13 @@ __global__ void __launch_bounds__(kThreads) fill_kernel(U* t, U bits, int64_t n,
   const int64_t tid = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   int64_t scalar_from = 0;
   if (vectors) {
-    constexpr int kPer = 16 / sizeof(U);
-    struct alignas(16) V {
-      U v[kPer];
-    } pattern;
+    Pack<U> pattern;
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) pattern.v[j] = bits;
-    const int64_t nv = n / kPer;
-    auto* tv = reinterpret_cast<V*>(t);
+    for (int j = 0; j < kPack<U>; ++j) pattern.v[j] = bits;
+    const int64_t nv = n / kPack<U>;
+    auto* tv = reinterpret_cast<Pack<U>*>(t);
     for (int64_t i = tid; i < nv; i += stride) tv[i] = pattern;
-    scalar_from = nv * kPer;
+    scalar_from = nv * kPack<U>;
   }
   for (int64_t i = scalar_from + tid; i < n; i += stride) t[i] = bits;
 }
@@ -122,9 +86,9 @@ __global__ void __launch_bounds__(kThreads) fill_kernel(U* t, U bits, int64_t n,
 template <class U>
 Status launch_fill(const Tensor& t, U bits) {
   const int64_t n = t.numel();
-  const bool vectors = reinterpret_cast<uintptr_t>(t.mem.ptr) % 16 == 0;
-  const int64_t blocks = grid_for(vectors ? (n * int64_t(sizeof(U)) + 15) / 16 : n);
-  fill_kernel<U><<<unsigned(blocks), kThreads, 0, stream()>>>(t.data<U>(), bits, n, vectors);
+  const bool vectors = aligned16(t.mem.ptr);
+  const unsigned blocks = grid_for(vectors ? (n * int64_t(sizeof(U)) + 15) / 16 : n, kThreads, kMaxBlocks);
+  fill_kernel<U><<<blocks, kThreads, 0, stream()>>>(t.data<U>(), bits, n, vectors);
   ZW_CUDA_LAUNCH_TRY("fill");
   return Status();
 }
@@ -137,14 +101,11 @@ Status convert(const Tensor& src, const Tensor& dst) {
     ZW_CUDA_TRY(cudaMemcpyAsync(dst.mem.ptr, src.mem.ptr, src.bytes(), cudaMemcpyDeviceToDevice, stream()));
     return Status();
   }
-  switch (src.dtype) {
-    case DataType::kBFloat16:
-      return convert_from<__nv_bfloat16>(src, dst);
-    case DataType::kFloat16:
-      return convert_from<__half>(src, dst);
-    default:
-      return convert_from<float>(src, dst);
-  }
+  return dispatch_dtype("convert", src.dtype, [&](auto s) {
+    return dispatch_dtype("convert", dst.dtype, [&](auto d) {
+      return launch_convert<typename decltype(s)::type, typename decltype(d)::type>(src, dst);
+    });
+  });
 }
 
 Status fill(const Tensor& t, double value) {

@@ -1,5 +1,6 @@
-// tensor/cuda/dtype.cuh — what the tensor ops' CUDA kernels share: f32/bf16/f16 values loaded and stored as f32,
-// 16-byte vector ("pack") access, warp sums, the dtype dispatch of the launchers, grid sizing and the error slot.
+// tensor/cuda/dtype.cuh — what the tensor ops' CUDA kernels share: f32/bf16/f16 values loaded and stored as f32
+// (the one definition of the element conversions), pairs of 16-bit values in a 32-bit register, 16-byte vector
+// ("pack") access, warp sums, the dtype dispatch of the launchers, grid sizing and the error slot.
 //
 // Storage types are float, __nv_bfloat16 and __half; kernels compute in f32 and round once per store (round to
 // nearest-even, as kernels/element.h and tensor::convert do). A pack is 16 bytes: 4 f32 or 8 16-bit values. A
@@ -14,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 
@@ -47,6 +49,30 @@ template <class T>
 __device__ __forceinline__ float round_to(float x) {
   return to_f32(from_f32<T>(x));
 }
+
+// The bits of `from` as a To of the same size.
+template <class To, class From>
+__device__ __forceinline__ To bit_cast(const From& from) {
+  static_assert(sizeof(To) == sizeof(From), "bit_cast between types of one size");
+  To to;
+  memcpy(&to, &from, sizeof(To));
+  return to;
+}
+
+// Two 16-bit values (T: __nv_bfloat16 or __half) in one 32-bit register: `lo` (the lower column index) in bits
+// 0..15, as mma and ldmatrix fragments and little-endian memory hold element pairs. pack rounds to nearest-even.
+template <class T>
+struct Pair;
+template <>
+struct Pair<__nv_bfloat16> {
+  __device__ static uint32_t pack(float lo, float hi) { return bit_cast<uint32_t>(__floats2bfloat162_rn(lo, hi)); }
+  __device__ static float2 unpack(uint32_t u) { return __bfloat1622float2(bit_cast<__nv_bfloat162>(u)); }
+};
+template <>
+struct Pair<__half> {
+  __device__ static uint32_t pack(float lo, float hi) { return bit_cast<uint32_t>(__floats2half2_rn(lo, hi)); }
+  __device__ static float2 unpack(uint32_t u) { return __half22float2(bit_cast<__half2>(u)); }
+};
 
 // Elements of T in one 16-byte pack.
 template <class T>

@@ -29,16 +29,24 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kRowsInFlight = 8;  // dout rows a run walker loads before adding them (latency hiding)
 
+// Calls fn(row, c) for every row in [0, rows) and every c in [0, C) that is a multiple of K: the (row, c) pairs in
+// row-major order, grid-stride over the kernel's threads.
+template <int K, class Fn>
+__device__ __forceinline__ void for_each_group(int64_t rows, int64_t C, Fn&& fn) {
+  const int64_t groups = C / K;
+  const int64_t total = rows * groups;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t u = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; u < total; u += stride) {
+    const int64_t row = u / groups;
+    fn(row, (u - row * groups) * K);
+  }
+}
+
 template <class T, int K>
 __global__ void __launch_bounds__(kThreads)
     embedding_forward_kernel(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t n, int64_t T_len,
                              int64_t C, int64_t V, DeviceError* err) {
-  const int64_t groups = C / K;
-  const int64_t total = n * groups;
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  for (int64_t u = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; u < total; u += stride) {
-    const int64_t pos = u / groups;
-    const int64_t c = (u - pos * groups) * K;
+  for_each_group<K>(n, C, [&](int64_t pos, int64_t c) {
     const int32_t tok = tokens[pos];
     float v[K];
     if (tok >= 0 && tok < V) {
@@ -53,19 +61,14 @@ __global__ void __launch_bounds__(kThreads)
       if (c == 0) record_error(err, kDeviceErrorTokenOutOfRange, pos, tok, V);
     }
     store_f32<K>(out + pos * C + c, v);
-  }
+  });
 }
 
 // dwpe[t, c..c+K) += Σ_b dout[b, t, c..c+K), b in order.
 template <class T, int K>
 __global__ void __launch_bounds__(kThreads)
     embedding_dwpe_kernel(float* dwpe, const T* dout, int64_t B, int64_t T_len, int64_t C) {
-  const int64_t groups = C / K;
-  const int64_t total = T_len * groups;
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  for (int64_t u = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; u < total; u += stride) {
-    const int64_t t = u / groups;
-    const int64_t c = (u - t * groups) * K;
+  for_each_group<K>(T_len, C, [&](int64_t t, int64_t c) {
     float acc[K] = {};
 #pragma unroll 4
     for (int64_t b = 0; b < B; ++b) {
@@ -79,7 +82,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int j = 0; j < K; ++j) g[j] += acc[j];
     store_f32<K>(dwpe + t * C + c, g);
-  }
+  });
 }
 
 // keys[i] = tokens[i], or V (sorts last, skipped) for an id outside [0, V), which is recorded; values[i] = i.

@@ -30,6 +30,7 @@
 #include "tensor/cuda/context_impl.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda/dtype.cuh"
 
 namespace zw::tensor::cuda {
 namespace {
@@ -264,10 +265,6 @@ constexpr int kSumCols = 32;                 // columns per stage-1 block (threa
 constexpr int kSumLanes = 8;                 // rows summed side by side per column (threadIdx.y)
 constexpr int64_t kSumTargetBlocks = 2048;   // stage-1 blocks aimed for (row blocks × column blocks)
 constexpr int64_t kSumMinRowsPerBlock = 64;  // fewer rows per block than this is not worth a partial
-
-__device__ inline float to_f32(float x) { return x; }
-__device__ inline float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ inline float to_f32(__half x) { return __half2float(x); }
 
 // Block (kSumCols, kSumLanes) sums rows [blockIdx.y·rows_per_block, +rows_per_block) of kSumCols columns:
 // thread (x, y) takes rows y, y + kSumLanes, ... in order, then lane 0 adds the kSumLanes sums in order.

@@ -73,25 +73,33 @@ __device__ __forceinline__ bool check_target(int32_t tgt, int64_t row, int64_t V
   return valid;
 }
 
-template <class T, int K>
+// losses[row] = log Σ exp(z - max) + max - z[target] (0 for an invalid target), then over the row out = softmax(z)
+// (forward: the probabilities) or, with kGrad (the classifier's forward+backward), out = scale·(softmax(z) -
+// onehot(target)), 0 for an invalid target. out may be the logits.
+template <class T, int K, bool kGrad>
 __global__ void __launch_bounds__(kThreads)
-    cross_entropy_forward_kernel(float* losses, T* probs, const T* logits, const int32_t* targets, int64_t V,
+    cross_entropy_softmax_kernel(float* losses, T* out, const T* logits, const int32_t* targets, int64_t V, float scale,
                                  DeviceError* err) {
   const int64_t row = blockIdx.x;
   const T* z = logits + row * V;
   const int32_t tgt = targets[row];
   const bool valid = check_target(tgt, row, V, err);
-  const float zt = valid && threadIdx.x == 0 ? to_f32(z[tgt]) : 0.0f;  // before the barrier: probs may be z
+  const float zt = valid && threadIdx.x == 0 ? to_f32(z[tgt]) : 0.0f;  // before the barrier: out may be z
   const MaxSum ms = block_max_sum<K>(z, V);
   if (threadIdx.x == 0) losses[row] = valid ? logf(ms.s) + ms.m - zt : 0.0f;
   const float inv = 1.0f / ms.s;
-  T* p = probs + row * V;
+  T* o = out + row * V;
   for (int64_t u = threadIdx.x; u < V / K; u += kThreads) {
     float x[K];
     load_f32<K>(z + u * K, x);
 #pragma unroll
-    for (int k = 0; k < K; ++k) x[k] = expf(x[k] - ms.m) * inv;
-    store_f32<K>(p + u * K, x);
+    for (int k = 0; k < K; ++k) {
+      if constexpr (kGrad)
+        x[k] = valid ? scale * (expf(x[k] - ms.m) * inv - (u * K + k == tgt ? 1.0f : 0.0f)) : 0.0f;
+      else
+        x[k] = expf(x[k] - ms.m) * inv;
+    }
+    store_f32<K>(o + u * K, x);
   }
 }
 
@@ -125,31 +133,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// losses as the forward kernel; dlogits = scale·(softmax - onehot(target)) written (dlogits may be the logits).
-template <class T, int K>
-__global__ void __launch_bounds__(kThreads)
-    cross_entropy_forward_backward_kernel(float* losses, T* dlogits, const T* logits, const int32_t* targets, int64_t V,
-                                          float scale, DeviceError* err) {
-  const int64_t row = blockIdx.x;
-  const T* z = logits + row * V;
-  const int32_t tgt = targets[row];
-  const bool valid = check_target(tgt, row, V, err);
-  const float zt = valid && threadIdx.x == 0 ? to_f32(z[tgt]) : 0.0f;  // before the barrier: dlogits may be z
-  const MaxSum ms = block_max_sum<K>(z, V);
-  if (threadIdx.x == 0) losses[row] = valid ? logf(ms.s) + ms.m - zt : 0.0f;
-  const float inv = 1.0f / ms.s;
-  T* d = dlogits + row * V;
-  for (int64_t u = threadIdx.x; u < V / K; u += kThreads) {
-    float x[K];
-    load_f32<K>(z + u * K, x);
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-      x[k] = valid ? scale * (expf(x[k] - ms.m) * inv - (u * K + k == tgt ? 1.0f : 0.0f)) : 0.0f;
-    store_f32<K>(d + u * K, x);
-  }
-}
-
-// Whether rows of V elements of T at these addresses take the 16-byte path.
 // One block per row: the grid holds at most 2^31 - 1 of them.
 Status check_rows(const char* op, int64_t N) {
   if (N <= INT32_MAX) return Status();
@@ -158,31 +141,39 @@ Status check_rows(const char* op, int64_t N) {
                                             "most 2^31 - 1 per call (split the batch)");
 }
 
+// Whether rows of V elements of T at these addresses take the 16-byte path.
 template <class T>
 bool packed_rows(int64_t V, const void* a, const void* b) {
   return V % kPack<T> == 0 && aligned16(a) && aligned16(b);
 }
 
-}  // namespace
-
-Status cross_entropy_forward(const Tensor& losses, const Tensor& probs, const Tensor& logits, const Tensor& targets) {
+// The forward (kGrad: forward+backward) of `op`: one cross_entropy_softmax_kernel block per row of logits.
+template <bool kGrad>
+Status softmax_rows(const char* op, const Tensor& losses, const Tensor& out, const Tensor& logits,
+                    const Tensor& targets, float scale) {
   const int64_t N = logits.shape.rows(), V = logits.shape.last();
   if (N == 0) return Status();
-  ZW_TRY(check_rows("cross_entropy_forward", N));
-  return dispatch_dtype("cross_entropy_forward", logits.dtype, [&](auto tag) -> Status {
+  ZW_TRY(check_rows(op, N));
+  return dispatch_dtype(op, logits.dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     DeviceError* err = current().error_device;
     const unsigned grid = unsigned(N);
-    if (packed_rows<T>(V, logits.mem.ptr, probs.mem.ptr)) {
-      cross_entropy_forward_kernel<T, kPack<T>><<<grid, kThreads, 0, stream()>>>(
-          losses.data<float>(), probs.data<T>(), logits.data<T>(), targets.data<int32_t>(), V, err);
+    if (packed_rows<T>(V, logits.mem.ptr, out.mem.ptr)) {
+      cross_entropy_softmax_kernel<T, kPack<T>, kGrad><<<grid, kThreads, 0, stream()>>>(
+          losses.data<float>(), out.data<T>(), logits.data<T>(), targets.data<int32_t>(), V, scale, err);
     } else {
-      cross_entropy_forward_kernel<T, 1><<<grid, kThreads, 0, stream()>>>(
-          losses.data<float>(), probs.data<T>(), logits.data<T>(), targets.data<int32_t>(), V, err);
+      cross_entropy_softmax_kernel<T, 1, kGrad><<<grid, kThreads, 0, stream()>>>(
+          losses.data<float>(), out.data<T>(), logits.data<T>(), targets.data<int32_t>(), V, scale, err);
     }
-    ZW_CUDA_LAUNCH_TRY("cross_entropy_forward kernel");
+    ZW_CUDA_LAUNCH_TRY(kGrad ? "cross_entropy_forward_backward kernel" : "cross_entropy_forward kernel");
     return Status();
   });
+}
+
+}  // namespace
+
+Status cross_entropy_forward(const Tensor& losses, const Tensor& probs, const Tensor& logits, const Tensor& targets) {
+  return softmax_rows<false>("cross_entropy_forward", losses, probs, logits, targets, 1.0f);
 }
 
 Status cross_entropy_backward(const Tensor& dlogits, const Tensor& probs, const Tensor& targets,
@@ -218,24 +209,8 @@ Status cross_entropy_backward(const Tensor& dlogits, const Tensor& probs, const 
 
 Status cross_entropy_forward_backward(const Tensor& losses, const Tensor& dlogits, const Tensor& logits,
                                       const Tensor& targets, double dloss_per_position) {
-  const int64_t N = logits.shape.rows(), V = logits.shape.last();
-  if (N == 0) return Status();
-  ZW_TRY(check_rows("cross_entropy_forward_backward", N));
-  return dispatch_dtype("cross_entropy_forward_backward", logits.dtype, [&](auto tag) -> Status {
-    using T = typename decltype(tag)::type;
-    DeviceError* err = current().error_device;
-    const unsigned grid = unsigned(N);
-    const float scale = float(dloss_per_position);
-    if (packed_rows<T>(V, logits.mem.ptr, dlogits.mem.ptr)) {
-      cross_entropy_forward_backward_kernel<T, kPack<T>><<<grid, kThreads, 0, stream()>>>(
-          losses.data<float>(), dlogits.data<T>(), logits.data<T>(), targets.data<int32_t>(), V, scale, err);
-    } else {
-      cross_entropy_forward_backward_kernel<T, 1><<<grid, kThreads, 0, stream()>>>(
-          losses.data<float>(), dlogits.data<T>(), logits.data<T>(), targets.data<int32_t>(), V, scale, err);
-    }
-    ZW_CUDA_LAUNCH_TRY("cross_entropy_forward_backward kernel");
-    return Status();
-  });
+  return softmax_rows<true>("cross_entropy_forward_backward", losses, dlogits, logits, targets,
+                            float(dloss_per_position));
 }
 
 }  // namespace zw::tensor::cuda

@@ -3,7 +3,8 @@
 //
 // This file is built with -fmad=false (src/tensor/CMakeLists.txt): every multiply and add rounds on its own as on
 // the host, and with nvcc's default IEEE division and square root the AdamW update and the gradient factor are
-// bit-identical to adamw.cc's scalar reference.
+// bit-identical to adamw.cc's scalar reference. From dtype.cuh it uses only the element conversions, 16-byte packs
+// and aligned16: no multiply or add that the shared header could bring in.
 //  - reduce_sum: stage 1 runs a grid that is a function of numel only (at most kReduceMaxBlocks blocks of 256
 //    threads, grid-stride, 16-byte loads when x is 16-byte aligned) and accumulates in f64 — free next to the
 //    memory traffic on an H200 and as the CPU path does — with a fixed shared-memory tree per block; the per-block
@@ -26,6 +27,7 @@
 #include "tensor/cuda/context_impl.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda/dtype.cuh"
 
 namespace zw::tensor::cuda {
 
@@ -43,15 +45,6 @@ namespace {
 constexpr int kReduceThreads = 256;
 constexpr int64_t kReduceMaxBlocks = 2048;   // stage-1 grid cap (and partials count)
 constexpr int64_t kReduceMinPerThread = 16;  // elements a stage-1 thread gets at least, before the cap
-
-template <class T>
-struct alignas(16) Vec16 {
-  T v[16 / sizeof(T)];
-};
-
-__device__ inline float to_f32(float x) { return x; }
-__device__ inline float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ inline float to_f32(__half x) { return __half2float(x); }
 
 __device__ inline double term(float x, bool squares) {
   const double d = x;
@@ -79,15 +72,14 @@ __global__ void __launch_bounds__(kReduceThreads)
   double sum = 0.0;
   int64_t scalar_from = 0;
   if (vectors) {
-    constexpr int kPer = 16 / sizeof(T);
-    const int64_t nvec = n / kPer;
-    const auto* xv = reinterpret_cast<const Vec16<T>*>(x);
+    const int64_t nvec = n / kPack<T>;
+    const auto* xv = reinterpret_cast<const Pack<T>*>(x);
     for (int64_t i = tid; i < nvec; i += stride) {
-      const Vec16<T> r = xv[i];
+      const Pack<T> r = xv[i];
 #pragma unroll
-      for (int j = 0; j < kPer; ++j) sum += term(to_f32(r.v[j]), squares);
+      for (int j = 0; j < kPack<T>; ++j) sum += term(to_f32(r.v[j]), squares);
     }
-    scalar_from = nvec * kPer;
+    scalar_from = nvec * kPack<T>;
   }
   for (int64_t i = scalar_from + tid; i < n; i += stride) sum += term(to_f32(x[i]), squares);
   const double total = block_sum(sum, shared);
@@ -105,7 +97,7 @@ __global__ void __launch_bounds__(kReduceThreads) sum_finish_kernel(float* out, 
 
 template <class T>
 void launch_partials(double* partials, const Tensor& x, int64_t n, bool squares, int64_t blocks, cudaStream_t s) {
-  const bool vectors = reinterpret_cast<uintptr_t>(x.mem.ptr) % 16 == 0;
+  const bool vectors = aligned16(x.mem.ptr);
   sum_partials_kernel<T><<<unsigned(blocks), kReduceThreads, 0, s>>>(partials, x.data<T>(), n, squares, vectors);
 }
 
@@ -157,8 +149,8 @@ __global__ void __launch_bounds__(kAdamWThreads)
     m[i] = mi;
     v[i] = vi;
     params[i] = p;
-    if constexpr (kOut == Out16::kBf16) static_cast<__nv_bfloat16*>(params16)[i] = __float2bfloat16_rn(p);
-    if constexpr (kOut == Out16::kF16) static_cast<__half*>(params16)[i] = __float2half_rn(p);
+    if constexpr (kOut == Out16::kBf16) static_cast<__nv_bfloat16*>(params16)[i] = from_f32<__nv_bfloat16>(p);
+    if constexpr (kOut == Out16::kF16) static_cast<__half*>(params16)[i] = from_f32<__half>(p);
   }
 }
 

@@ -54,7 +54,8 @@ std::string index_to_json(const CheckpointIndex& index);
 Result<CheckpointIndex> read_index(const std::string& dir);
 
 // One all-reduce (max, int32) of `flags`: every rank sets its own entries, the result holds everyone's. This is
-// how save and load agree on success (it doubles as the barrier between their phases).
+// how save and load agree on success (it doubles as the barrier between their phases) and how the loss scaler
+// agrees on an overflow (engine/loss_scaler.cc).
 Status agree_flags(Communicator& comm, std::vector<int32_t>& flags);
 // "" when no flag is set, else "rank(s) 1,3".
 std::string flagged_ranks(const std::vector<int32_t>& flags, size_t first = 0, size_t count = SIZE_MAX);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "zero/checkpoint/checkpoint_index.h"
 
 namespace zw::zero {
 namespace {
@@ -178,24 +179,11 @@ Result<bool> global_overflow(Communicator& comm, std::span<const GradSpan> shard
       break;
     }
   }
-  const int n = comm.size();
-  std::vector<int32_t> flags(n, 0);
+  std::vector<int32_t> flags(comm.size(), 0);
   flags[comm.rank()] = local ? 1 : 0;
-  CollectiveOptions o;
-  o.input = MemRef::host(flags.data(), flags.size() * sizeof(int32_t));
-  o.output = o.input;
-  o.count = flags.size();
-  o.dtype = DataType::kInt32;
-  o.op = ReduceOp::kMax;
-  ZW_ASSIGN_OR_RETURN(Work work, all_reduce(comm, o));
-  ZW_TRY(work.wait());
-  std::string who;
-  for (int r = 0; r < n; ++r) {
-    if (flags[r] == 0) continue;
-    if (!who.empty()) who += ',';
-    who += std::to_string(r);
-  }
-  if (!who.empty()) ZW_INFO(kZero, "inf/nan gradients on rank(s) %s", who.c_str());
+  ZW_TRY(agree_flags(comm, flags));
+  const std::string who = flagged_ranks(flags);  // "rank(s) 1,3"
+  if (!who.empty()) ZW_INFO(kZero, "inf/nan gradients on %s", who.c_str());
   return !who.empty();
 }
 

@@ -126,9 +126,8 @@ TEST_P(GptCudaVsCpu, OneStepMatchesTheCpuPath) {
         << "gradients of unit " << u.name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, GptCudaVsCpu,
-                         ::testing::Values(DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Dtypes, GptCudaVsCpu, ::testing::ValuesIn(tensor::cuda_test::kDtypes),
+                         tensor::cuda_test::dtype_param_name);
 
 TEST(GptCuda, TwoRunsGiveTheSameBits) {
   auto layout = make_gpt_layout(test_config());

@@ -29,13 +29,8 @@
 
 #include "tests/tensor/cuda/cuda_test_util.h"
 
-namespace zw::tensor {
+namespace zw::tensor::cuda_test {
 namespace {
-
-using cuda_test::close;
-using cuda_test::CudaOpTest;
-using cuda_test::download;
-using cuda_test::host_view;
 
 struct Tolerances {
   double out;   // out
@@ -97,8 +92,8 @@ Reference make_reference(std::mt19937_64& rng, DataType dtype, int64_t B, int64_
   r.hs = hs;
   r.C = int64_t(NH) * hs;
   // q, k in [-2, 2): scaled scores spread over a few units, so the softmax is far from uniform.
-  r.qkv = cuda_test::random_values(size_t(B * T * 3 * r.C), rng, dtype, -2.0f, 2.0f);
-  r.dout = cuda_test::random_values(size_t(B * T * r.C), rng, dtype);
+  r.qkv = random_values(size_t(B * T * 3 * r.C), rng, dtype, -2.0f, 2.0f);
+  r.dout = random_values(size_t(B * T * r.C), rng, dtype);
   r.out.assign(size_t(B * T * r.C), 0.f);
   r.att.assign(size_t(B * NH * T * T), 0.f);
   const Status s = attention_forward(host_view(r.out, r.out_shape()), host_view(r.att, Shape{B, NH, T, T}),
@@ -148,7 +143,7 @@ void check_against_cpu(Reference& r, const DeviceSet& t, std::mt19937_64& rng) {
     SCOPED_TRACE(init == GradInit::kOverwrite ? "GradInit::kOverwrite" : "GradInit::kAccumulate");
     const size_t n = size_t(r.B * r.T * 3 * r.C);
     const std::vector<float> prior =
-        init == GradInit::kAccumulate ? cuda_test::random_values(n, rng, dtype) : std::vector<float>(n, 0.f);
+        init == GradInit::kAccumulate ? random_values(n, rng, dtype) : std::vector<float>(n, 0.f);
     const std::vector<float> want = cpu_backward(r, prior, init);
     if (init == GradInit::kAccumulate) {
       store(t.dqkv, prior);
@@ -190,14 +185,12 @@ TEST_P(AttentionTest, MatchesCpuReference) {
   const int64_t B = 2;
   const int NH = heads_for(c.hs);
   Reference r = make_reference(rng_, c.dtype, B, c.T, NH, c.hs);
-  const OwnedTensor qkv = cuda_test::poisoned(c.dtype, r.qkv_shape());
-  const OwnedTensor dout = cuda_test::poisoned(c.dtype, r.out_shape());
-  const OwnedTensor out = cuda_test::poisoned(c.dtype, r.out_shape());
-  const OwnedTensor dqkv = cuda_test::poisoned(c.dtype, r.qkv_shape());
-  const OwnedTensor stats =
-      cuda_test::poisoned(DataType::kFloat32, attention_stats_shape(MemKind::kCudaDevice, B, c.T, NH));
-  const OwnedTensor scratch =
-      cuda_test::poisoned(DataType::kFloat32, attention_scratch_shape(MemKind::kCudaDevice, B, c.T, NH));
+  const OwnedTensor qkv = poisoned(c.dtype, r.qkv_shape());
+  const OwnedTensor dout = poisoned(c.dtype, r.out_shape());
+  const OwnedTensor out = poisoned(c.dtype, r.out_shape());
+  const OwnedTensor dqkv = poisoned(c.dtype, r.qkv_shape());
+  const OwnedTensor stats = poisoned(DataType::kFloat32, attention_stats_shape(MemKind::kCudaDevice, B, c.T, NH));
+  const OwnedTensor scratch = poisoned(DataType::kFloat32, attention_scratch_shape(MemKind::kCudaDevice, B, c.T, NH));
   check_against_cpu(r, DeviceSet{qkv, dout, out, stats, dqkv, scratch}, rng_);
 }
 
@@ -228,10 +221,6 @@ TEST_F(CudaOpTest, AttentionOnUnalignedViewsMatchesCpuReference) {
   check_against_cpu(r, t, rng_);
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 // Two runs on the same inputs give the same bits: no atomics, fixed reduction orders (flash and scalar kernels).
 TEST_F(CudaOpTest, AttentionIsBitwiseDeterministic) {
   const struct {
@@ -243,17 +232,16 @@ TEST_F(CudaOpTest, AttentionIsBitwiseDeterministic) {
     const int64_t B = 2, T = 200;
     const int NH = 3;
     const int64_t C = NH * c.hs;
-    const OwnedTensor qkv = cuda_test::upload(cuda_test::random_values(size_t(B * T * 3 * C), rng_, c.dtype, -2.f, 2.f),
-                                              c.dtype, Shape{B, T, 3 * C});
-    const OwnedTensor dout =
-        cuda_test::upload(cuda_test::random_values(size_t(B * T * C), rng_, c.dtype), c.dtype, Shape{B, T, C});
+    const OwnedTensor qkv =
+        upload(random_values(size_t(B * T * 3 * C), rng_, c.dtype, -2.f, 2.f), c.dtype, Shape{B, T, 3 * C});
+    const OwnedTensor dout = upload(random_values(size_t(B * T * C), rng_, c.dtype), c.dtype, Shape{B, T, C});
     const Shape stats_shape = attention_stats_shape(MemKind::kCudaDevice, B, T, NH);
     std::vector<float> outs[2], lses[2], grads[2];
     for (int run = 0; run < 2; ++run) {
-      const OwnedTensor out = cuda_test::poisoned(c.dtype, Shape{B, T, C});
-      const OwnedTensor stats = cuda_test::poisoned(DataType::kFloat32, stats_shape);
-      const OwnedTensor scratch = cuda_test::poisoned(DataType::kFloat32, stats_shape);
-      const OwnedTensor dqkv = cuda_test::poisoned(c.dtype, Shape{B, T, 3 * C});
+      const OwnedTensor out = poisoned(c.dtype, Shape{B, T, C});
+      const OwnedTensor stats = poisoned(DataType::kFloat32, stats_shape);
+      const OwnedTensor scratch = poisoned(DataType::kFloat32, stats_shape);
+      const OwnedTensor dqkv = poisoned(c.dtype, Shape{B, T, 3 * C});
       ASSERT_TRUE(attention_forward(out, stats, qkv, NH).ok());
       ASSERT_TRUE(attention_backward(dqkv, scratch, dout, out, qkv, stats, NH, GradInit::kOverwrite).ok());
       outs[run] = download(out);
@@ -278,14 +266,12 @@ TEST_F(CudaOpTest, AttentionNeedsNoSequenceSquaredMemory) {
   EXPECT_EQ(stats_shape, (Shape{B, NH, T}));
   EXPECT_EQ(attention_scratch_shape(MemKind::kCudaDevice, B, T, NH), (Shape{B, NH, T}));
   const DataType dtype = DataType::kBFloat16;
-  const OwnedTensor qkv =
-      cuda_test::upload(cuda_test::random_values(size_t(B * T * 3 * C), rng_, dtype), dtype, Shape{B, T, 3 * C});
-  const OwnedTensor dout =
-      cuda_test::upload(cuda_test::random_values(size_t(B * T * C), rng_, dtype), dtype, Shape{B, T, C});
-  const OwnedTensor out = cuda_test::poisoned(dtype, Shape{B, T, C});
-  const OwnedTensor dqkv = cuda_test::poisoned(dtype, Shape{B, T, 3 * C});
-  const OwnedTensor stats = cuda_test::poisoned(DataType::kFloat32, stats_shape);
-  const OwnedTensor scratch = cuda_test::poisoned(DataType::kFloat32, stats_shape);
+  const OwnedTensor qkv = upload(random_values(size_t(B * T * 3 * C), rng_, dtype), dtype, Shape{B, T, 3 * C});
+  const OwnedTensor dout = upload(random_values(size_t(B * T * C), rng_, dtype), dtype, Shape{B, T, C});
+  const OwnedTensor out = poisoned(dtype, Shape{B, T, C});
+  const OwnedTensor dqkv = poisoned(dtype, Shape{B, T, 3 * C});
+  const OwnedTensor stats = poisoned(DataType::kFloat32, stats_shape);
+  const OwnedTensor scratch = poisoned(DataType::kFloat32, stats_shape);
   ASSERT_TRUE(ctx_->synchronize().ok());
   const size_t before = cuda_bytes_in_use();
   cuda_reset_peak();
@@ -297,4 +283,4 @@ TEST_F(CudaOpTest, AttentionNeedsNoSequenceSquaredMemory) {
 }
 
 }  // namespace
-}  // namespace zw::tensor
+}  // namespace zw::tensor::cuda_test

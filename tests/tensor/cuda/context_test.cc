@@ -4,10 +4,8 @@
 
 #include "tests/tensor/cuda/cuda_test_util.h"
 
-namespace zw::tensor {
+namespace zw::tensor::cuda_test {
 namespace {
-
-using cuda_test::CudaOpTest;
 
 TEST_F(CudaOpTest, BuffersAreZeroedAndCountedAndCopiesRoundTrip) {
   const size_t before = cuda_bytes_in_use();
@@ -18,11 +16,11 @@ TEST_F(CudaOpTest, BuffersAreZeroedAndCountedAndCopiesRoundTrip) {
     EXPECT_GE(cuda_bytes_peak(), before + (1 << 20));
     auto t = Tensor::view(buf->ref(), 0, DataType::kFloat32, Shape{1 << 18});
     ASSERT_TRUE(t.ok());
-    std::vector<float> zeros = cuda_test::download(*t);
+    std::vector<float> zeros = download(*t);
     for (float x : zeros) ASSERT_EQ(x, 0.0f);
-    std::vector<float> v = cuda_test::random_values(1 << 18, rng_, DataType::kFloat32);
+    std::vector<float> v = random_values(1 << 18, rng_, DataType::kFloat32);
     ASSERT_TRUE(copy(*t, Tensor::host(v.data(), Shape{1 << 18})).ok());
-    EXPECT_EQ(cuda_test::download(*t), v);
+    EXPECT_EQ(download(*t), v);
   }
   EXPECT_EQ(cuda_bytes_in_use(), before);
 }
@@ -33,8 +31,8 @@ TEST(CudaContextErrors, DeviceOpWithoutAContextSaysWhatToDo) {
   OwnedTensor a, out;
   {
     CudaScope scope(**ctx);
-    a = cuda_test::poisoned(DataType::kBFloat16, Shape{16});
-    out = cuda_test::poisoned(DataType::kBFloat16, Shape{16});
+    a = poisoned(DataType::kBFloat16, Shape{16});
+    out = poisoned(DataType::kBFloat16, Shape{16});
   }
   const Status s = gelu_forward(out, a);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
@@ -42,7 +40,7 @@ TEST(CudaContextErrors, DeviceOpWithoutAContextSaysWhatToDo) {
 }
 
 TEST_F(CudaOpTest, HostTensorWhereDeviceMemoryIsExpectedIsNamed) {
-  OwnedTensor inp = cuda_test::upload(std::vector<float>(32, 1.0f), DataType::kBFloat16, Shape{4, 8});
+  OwnedTensor inp = upload(std::vector<float>(32, 1.0f), DataType::kBFloat16, Shape{4, 8});
   auto host_out = OwnedTensor::zeros(DataType::kBFloat16, Shape{4, 8});
   ASSERT_TRUE(host_out.ok());
   const Status s = gelu_forward(*host_out, inp);
@@ -53,12 +51,12 @@ TEST_F(CudaOpTest, HostTensorWhereDeviceMemoryIsExpectedIsNamed) {
 
 TEST_F(CudaOpTest, ContextMustBeOnTheTensorsDevice) {
   if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices, " << cuda_device_count() << " visible";
-  OwnedTensor a = cuda_test::poisoned(DataType::kFloat32, Shape{8}, 1);
-  OwnedTensor out = cuda_test::poisoned(DataType::kFloat32, Shape{8}, 1);
+  OwnedTensor a = poisoned(DataType::kFloat32, Shape{8}, 1);
+  OwnedTensor out = poisoned(DataType::kFloat32, Shape{8}, 1);
   const Status s = gelu_forward(out, a);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_NE(s.message().find("current context is for device 0"), std::string::npos) << s.to_string();
 }
 
 }  // namespace
-}  // namespace zw::tensor
+}  // namespace zw::tensor::cuda_test

@@ -12,12 +12,8 @@
 
 #include "tests/tensor/cuda/cuda_test_util.h"
 
-namespace zw::tensor {
+namespace zw::tensor::cuda_test {
 namespace {
-
-using cuda_test::CudaOpTest;
-
-constexpr DataType kDtypes[] = {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16};
 
 // The raw bits of element i of a host tensor of f32, bf16 or f16.
 uint32_t raw(const Tensor& t, int64_t i) {
@@ -97,7 +93,7 @@ void check_convert(const OwnedTensor& host_src, DataType dst_dtype, int64_t offs
   OwnedTensor dev_src = to_device(host_src);
   auto src_view = dev_src.tensor().narrow(offset, n);
   ASSERT_TRUE(src_view.ok());
-  OwnedTensor dev_dst = cuda_test::poisoned(dst_dtype, Shape{n});
+  OwnedTensor dev_dst = poisoned(dst_dtype, Shape{n});
   Status st = convert(*src_view, dev_dst);
   ASSERT_TRUE(st.ok()) << st.to_string();
   auto host_view = host_src.tensor().narrow(offset, n);
@@ -148,7 +144,7 @@ TEST_F(CudaOpTest, FillMatchesTheHostAndStaysInItsView) {
         ASSERT_TRUE(want.ok());
         ASSERT_TRUE(fill(*want, value).ok());
         // The device tensor is a view one element into a poisoned buffer with one spare element at each end.
-        OwnedTensor buf = cuda_test::poisoned(d, Shape{n + 2});
+        OwnedTensor buf = poisoned(d, Shape{n + 2});
         auto view = buf.tensor().narrow(1, n);
         ASSERT_TRUE(view.ok());
         ASSERT_TRUE(fill(*view, value).ok());
@@ -169,4 +165,4 @@ TEST_F(CudaOpTest, FillMatchesTheHostAndStaysInItsView) {
 }
 
 }  // namespace
-}  // namespace zw::tensor
+}  // namespace zw::tensor::cuda_test

@@ -5,6 +5,8 @@
 // each test states and justifies by its dtype: f32 results differ from the CPU reference by summation order only
 // (~1e-6 relative); bf16 outputs carry 8 significant bits, so rounding the result alone costs up to 2⁻⁹ ≈ 2e-3
 // relative per element; f16 carries 11 bits (≈ 5e-4).
+// The tests live in this namespace (zw::tensor::cuda_test, as Gloo's tests share gloo::test with base_test.h), so
+// they use these helpers unqualified. Per-dtype suites derive from CudaDtypeTest and are instantiated over kDtypes.
 // Main (main.cc) exits 77 (ctest: skipped) when no CUDA device is visible.
 // Non-goals: performance measurement.
 #pragma once
@@ -13,6 +15,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -24,6 +27,18 @@
 #include "tensor/tensor.h"
 
 namespace zw::tensor::cuda_test {
+
+// The dtypes the CUDA ops compute in, in the order the per-dtype suites run them.
+inline constexpr DataType kDtypes[] = {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16};
+
+// The tolerance a test states for each dtype.
+inline double by_dtype(DataType d, double f32, double bf16, double f16) {
+  return d == DataType::kFloat32 ? f32 : d == DataType::kBFloat16 ? bf16 : f16;
+}
+
+// The output tolerance of most ops: f32 results differ from the CPU by summation order and expf only (1e-5); a
+// 16-bit output adds one rounding to the dtype (bf16 5e-3, f16 1e-3; see above).
+inline double out_tol(DataType d) { return by_dtype(d, 1e-5, 5e-3, 1e-3); }
 
 // x rounded to what `dtype` can hold (round to nearest-even), back in f32.
 inline float round_to(DataType dtype, float x) {
@@ -89,9 +104,9 @@ inline std::vector<float> download(const Tensor& t) {
 inline Tensor host_view(std::vector<float>& v, Shape shape) { return Tensor::host(v.data(), shape); }
 
 struct Diff {
-  double rel = 0;        // ‖got − want‖ / ‖want‖ (absolute norm when want is all zero)
-  double max_abs = 0;    // worst element
-  size_t worst = 0;      // its index
+  double rel = 0;         // ‖got − want‖ / ‖want‖ (absolute norm when want is all zero)
+  double max_abs = 0;     // worst element
+  size_t worst = 0;       // its index
   size_t non_finite = 0;  // NaN/inf in got (poison left unwritten, or overflow)
 };
 
@@ -129,6 +144,11 @@ inline ::testing::AssertionResult close(const std::vector<float>& got, const std
   return ::testing::AssertionSuccess() << "relative error " << d.rel;
 }
 
+// Whether a and b hold the same bits (NaNs included).
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
 // A CUDA context on device 0, current for the test's lifetime.
 class CudaOpTest : public ::testing::Test {
  protected:
@@ -150,5 +170,21 @@ class CudaOpTest : public ::testing::Test {
   std::unique_ptr<CudaScope> scope_;
   std::mt19937_64 rng_{20261201};
 };
+
+// A context whose scratch holds only `bytes` (for the ops' too-little-scratch errors); the caller makes it current.
+inline std::unique_ptr<CudaContext> context_with_scratch(size_t bytes) {
+  CudaContextOptions options;
+  options.scratch_bytes = bytes;
+  auto ctx = CudaContext::create(options);
+  EXPECT_TRUE(ctx.ok()) << ctx.status().to_string();
+  return ctx.ok() ? std::move(ctx).value() : nullptr;
+}
+
+// A CudaOpTest run once per dtype (GetParam()). A suite derives its own fixture from it and instantiates it with
+//   INSTANTIATE_TEST_SUITE_P(Dtypes, Suite, ::testing::ValuesIn(kDtypes), dtype_param_name);
+class CudaDtypeTest : public CudaOpTest, public ::testing::WithParamInterface<DataType> {};
+
+// The test name suffix of a dtype parameter (dtype_name: "float", "bfloat16", "half").
+inline std::string dtype_param_name(const ::testing::TestParamInfo<DataType>& info) { return dtype_name(info.param); }
 
 }  // namespace zw::tensor::cuda_test

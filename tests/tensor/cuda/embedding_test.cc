@@ -15,19 +15,11 @@
 
 #include "tests/tensor/cuda/cuda_test_util.h"
 
-namespace zw::tensor {
+namespace zw::tensor::cuda_test {
 namespace {
 
-using cuda_test::close;
-using cuda_test::download;
-using cuda_test::host_view;
-using cuda_test::poisoned;
-using cuda_test::random_values;
-using cuda_test::upload;
-using cuda_test::upload_ids;
-
 constexpr double kGradTol = 1e-5;
-double out_tol(DataType d) { return d == DataType::kFloat32 ? 1e-6 : d == DataType::kBFloat16 ? 5e-3 : 1e-3; }
+double forward_tol(DataType d) { return by_dtype(d, 1e-6, 5e-3, 1e-3); }
 
 // One embedding problem: B×T tokens over a vocabulary of V, C channels, a position table of maxT rows.
 struct EmbCase {
@@ -55,7 +47,7 @@ std::vector<EmbCase> cases(std::mt19937_64& rng) {
   return out;
 }
 
-class CudaEmbedding : public cuda_test::CudaOpTest, public ::testing::WithParamInterface<DataType> {};
+class CudaEmbedding : public CudaDtypeTest {};
 
 TEST_P(CudaEmbedding, ForwardMatchesCpu) {
   const DataType d = GetParam();
@@ -71,7 +63,7 @@ TEST_P(CudaEmbedding, ForwardMatchesCpu) {
     OwnedTensor tokens = upload_ids(k.tokens, st), te = upload(wte, d, ste), pe = upload(wpe, d, spe);
     OwnedTensor out = poisoned(d, so);
     ASSERT_TRUE(embedding_forward(out, tokens, te, pe).ok());
-    EXPECT_TRUE(close(download(out), want, out_tol(d)));
+    EXPECT_TRUE(close(download(out), want, forward_tol(d)));
   }
 }
 
@@ -142,7 +134,7 @@ TEST_P(CudaEmbedding, OutOfRangeTokenIsReportedBySynchronize) {
   const Status s = ctx_->synchronize();
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.to_string();
   EXPECT_NE(s.message().find("token 60000 at position 5"), std::string::npos) << s.to_string();
-  EXPECT_TRUE(close(download(out), want, out_tol(d)));
+  EXPECT_TRUE(close(download(out), want, forward_tol(d)));
   EXPECT_TRUE(ctx_->synchronize().ok()) << "the error slot is cleared once reported";
 }
 
@@ -170,9 +162,7 @@ TEST_P(CudaEmbedding, OutOfRangeTokenInBackwardIsSkipped) {
   EXPECT_TRUE(close(download(gpe), want_pe, kGradTol));
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, CudaEmbedding,
-                         ::testing::Values(DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaEmbedding, ::testing::ValuesIn(kDtypes), dtype_param_name);
 
 }  // namespace
-}  // namespace zw::tensor
+}  // namespace zw::tensor::cuda_test

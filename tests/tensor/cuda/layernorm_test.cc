@@ -19,18 +19,10 @@
 
 #include "tests/tensor/cuda/cuda_test_util.h"
 
-namespace zw::tensor {
+namespace zw::tensor::cuda_test {
 namespace {
 
-using cuda_test::close;
-using cuda_test::download;
-using cuda_test::host_view;
-using cuda_test::poisoned;
-using cuda_test::random_values;
-using cuda_test::upload;
-
 constexpr double kF32Tol = 1e-5;
-double out_tol(DataType d) { return d == DataType::kFloat32 ? 1e-5 : d == DataType::kBFloat16 ? 5e-3 : 1e-3; }
 
 struct RowsC {
   int64_t rows;
@@ -61,7 +53,16 @@ LnCase make_case(RowsC rc, DataType d, std::mt19937_64& rng) {
   return k;
 }
 
-class CudaLayerNorm : public cuda_test::CudaOpTest, public ::testing::WithParamInterface<DataType> {};
+// The CPU backward of k for dy into dx, dw, db (added to them unless init is kOverwrite); whether it succeeded.
+bool cpu_backward(LnCase& k, std::vector<float>& dy, std::vector<float>& dx, std::vector<float>& dw,
+                  std::vector<float>& db, GradInit init = GradInit::kAccumulate) {
+  return layernorm_backward(host_view(dx, k.shape), host_view(dw, k.cshape), host_view(db, k.cshape),
+                            host_view(dy, k.shape), host_view(k.x, k.shape), host_view(k.w, k.cshape),
+                            host_view(k.mean, k.stats), host_view(k.rstd, k.stats), init)
+      .ok();
+}
+
+class CudaLayerNorm : public CudaDtypeTest {};
 
 TEST_P(CudaLayerNorm, ForwardMatchesCpu) {
   const DataType d = GetParam();
@@ -89,7 +90,7 @@ TEST_P(CudaLayerNorm, ResidualForwardMatchesCpu) {
     std::vector<float> w = random_values(size_t(rc.C), rng_, d, 0.5f, 1.5f),
                        bias = random_values(size_t(rc.C), rng_, d);
     std::vector<float> res(n), out(n), mean(size_t(rc.rows)), rstd(size_t(rc.rows));
-    for (size_t i = 0; i < n; ++i) res[i] = cuda_test::round_to(d, a[i] + bb[i]);
+    for (size_t i = 0; i < n; ++i) res[i] = round_to(d, a[i] + bb[i]);
     ASSERT_TRUE(layernorm_forward(host_view(out, s), host_view(mean, ss), host_view(rstd, ss), host_view(res, s),
                                   host_view(w, cs), host_view(bias, cs))
                     .ok());
@@ -116,11 +117,7 @@ TEST_P(CudaLayerNorm, BackwardAccumulatesOrOverwrites) {
       std::vector<float> pw = random_values(size_t(rc.C), rng_, DataType::kFloat32);
       std::vector<float> pb = random_values(size_t(rc.C), rng_, DataType::kFloat32);
       std::vector<float> want_dx = prior, want_dw = pw, want_db = pb;
-      ASSERT_TRUE(layernorm_backward(host_view(want_dx, k.shape), host_view(want_dw, k.cshape),
-                                     host_view(want_db, k.cshape), host_view(dy, k.shape), host_view(k.x, k.shape),
-                                     host_view(k.w, k.cshape), host_view(k.mean, k.stats), host_view(k.rstd, k.stats),
-                                     init)
-                      .ok());
+      ASSERT_TRUE(cpu_backward(k, dy, want_dx, want_dw, want_db, init));
       OwnedTensor x = upload(k.x, d, k.shape), w = upload(k.w, d, k.cshape), dout = upload(dy, d, k.shape);
       OwnedTensor mean = upload(k.mean, DataType::kFloat32, k.stats);
       OwnedTensor rstd = upload(k.rstd, DataType::kFloat32, k.stats);
@@ -140,10 +137,7 @@ TEST_P(CudaLayerNorm, BackwardWithSkippedGradients) {
   LnCase k = make_case({7, 24}, d, rng_);
   std::vector<float> dy = random_values(k.x.size(), rng_, d);
   std::vector<float> want_dx(k.x.size(), 0.0f), want_dw(24, 0.0f), want_db(24, 0.0f);
-  ASSERT_TRUE(layernorm_backward(host_view(want_dx, k.shape), host_view(want_dw, k.cshape),
-                                 host_view(want_db, k.cshape), host_view(dy, k.shape), host_view(k.x, k.shape),
-                                 host_view(k.w, k.cshape), host_view(k.mean, k.stats), host_view(k.rstd, k.stats))
-                  .ok());
+  ASSERT_TRUE(cpu_backward(k, dy, want_dx, want_dw, want_db));
   OwnedTensor x = upload(k.x, d, k.shape), w = upload(k.w, d, k.cshape), dout = upload(dy, d, k.shape);
   OwnedTensor mean = upload(k.mean, DataType::kFloat32, k.stats), rstd = upload(k.rstd, DataType::kFloat32, k.stats);
   OwnedTensor dinp = poisoned(d, k.shape);
@@ -163,10 +157,7 @@ TEST_P(CudaLayerNorm, MisalignedViewsMatchCpu) {
   LnCase k = make_case({6, 64}, d, rng_);
   std::vector<float> dy = random_values(k.x.size(), rng_, d);
   std::vector<float> want_dx(k.x.size(), 0.0f), want_dw(64, 0.0f), want_db(64, 0.0f);
-  ASSERT_TRUE(layernorm_backward(host_view(want_dx, k.shape), host_view(want_dw, k.cshape),
-                                 host_view(want_db, k.cshape), host_view(dy, k.shape), host_view(k.x, k.shape),
-                                 host_view(k.w, k.cshape), host_view(k.mean, k.stats), host_view(k.rstd, k.stats))
-                  .ok());
+  ASSERT_TRUE(cpu_backward(k, dy, want_dx, want_dw, want_db));
   const int64_t n = k.shape.numel();
   auto view_of = [&](OwnedTensor& owner, const std::vector<float>& v) {
     std::vector<float> padded(size_t(n) + 8, NAN);
@@ -216,9 +207,7 @@ TEST_P(CudaLayerNorm, BackwardIsDeterministic) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, CudaLayerNorm,
-                         ::testing::Values(DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaLayerNorm, ::testing::ValuesIn(kDtypes), dtype_param_name);
 
 }  // namespace
-}  // namespace zw::tensor
+}  // namespace zw::tensor::cuda_test

@@ -18,27 +18,9 @@
 
 #include "tests/tensor/cuda/cuda_test_util.h"
 
-namespace zw::tensor {
+namespace zw::tensor::cuda_test {
 namespace {
 
-using cuda_test::close;
-using cuda_test::CudaOpTest;
-using cuda_test::download;
-using cuda_test::host_view;
-using cuda_test::poisoned;
-using cuda_test::random_values;
-using cuda_test::upload;
-
-double value_tol(DataType d) {
-  switch (d) {
-    case DataType::kBFloat16:
-      return 5e-3;
-    case DataType::kFloat16:
-      return 1e-3;
-    default:
-      return 1e-5;
-  }
-}
 double param_grad_tol(DataType d) { return d == DataType::kFloat32 ? 1e-5 : 1e-4; }
 constexpr double kBiasGradTol = 1e-5;
 
@@ -62,11 +44,7 @@ const std::vector<Dims>& shapes() {
   return kShapes;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-class LinearTest : public CudaOpTest, public ::testing::WithParamInterface<DataType> {};
+class LinearTest : public CudaDtypeTest {};
 
 TEST_P(LinearTest, ForwardMatchesCpuWithAndWithoutBias) {
   const DataType d = GetParam();
@@ -88,7 +66,7 @@ TEST_P(LinearTest, ForwardMatchesCpuWithAndWithoutBias) {
       st = linear_forward(host_view(want, s.out()), host_view(inp, s.inp), host_view(w, Shape{s.oc, s.c()}),
                           with_bias ? host_view(b, Shape{s.oc}) : Tensor());
       ASSERT_TRUE(st.ok()) << st.to_string();
-      EXPECT_TRUE(close(got, want, value_tol(d)));
+      EXPECT_TRUE(close(got, want, out_tol(d)));
     }
   }
 }
@@ -118,7 +96,7 @@ void check_backward(DataType d, const Dims& s, GradInit init, std::mt19937_64& r
   st = linear_backward(host_view(want_dinp, s.inp), host_view(want_dw, w_shape), host_view(want_db, Shape{s.oc}),
                        host_view(dout, s.out()), host_view(inp, s.inp), host_view(w, w_shape), init);
   ASSERT_TRUE(st.ok()) << st.to_string();
-  EXPECT_TRUE(close(download(dev_dinp), want_dinp, value_tol(d))) << "dinp";
+  EXPECT_TRUE(close(download(dev_dinp), want_dinp, out_tol(d))) << "dinp";
   EXPECT_TRUE(close(download(dev_dw), want_dw, param_grad_tol(d))) << "dweight";
   EXPECT_TRUE(close(download(dev_db), want_db, kBiasGradTol)) << "dbias";
 }
@@ -169,7 +147,7 @@ TEST_P(LinearTest, OddShapesAndUnalignedViews) {
   ASSERT_TRUE(linear_forward(host_view(want, Shape{n, oc}), host_view(hx, Shape{n, c}), host_view(hw, Shape{oc, c}),
                              host_view(b, Shape{oc}))
                   .ok());
-  EXPECT_TRUE(close(download(out), want, value_tol(d))) << "out";
+  EXPECT_TRUE(close(download(out), want, out_tol(d))) << "out";
 
   OwnedTensor dinp = poisoned(d, Shape{n, c});
   OwnedTensor dw = upload(std::vector<float>(size_t(oc * c), 0.0f), DataType::kFloat32, Shape{oc, c});
@@ -181,7 +159,7 @@ TEST_P(LinearTest, OddShapesAndUnalignedViews) {
                               host_view(want_db, Shape{oc}), host_view(hdy, Shape{n, oc}), host_view(hx, Shape{n, c}),
                               host_view(hw, Shape{oc, c}), GradInit::kOverwrite)
                   .ok());
-  EXPECT_TRUE(close(download(dinp), want_dinp, value_tol(d))) << "dinp";
+  EXPECT_TRUE(close(download(dinp), want_dinp, out_tol(d))) << "dinp";
   EXPECT_TRUE(close(download(dw), want_dw, param_grad_tol(d))) << "dweight";
   EXPECT_TRUE(close(download(db), want_db, kBiasGradTol)) << "dbias";
 }
@@ -226,19 +204,13 @@ TEST_P(LinearTest, ForwardAndBackwardAreDeterministic) {
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(same_bits(runs[0][i], runs[1][i])) << names[i] << " differs between runs";
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, LinearTest,
-                         ::testing::Values(DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16),
-                         [](const ::testing::TestParamInfo<DataType>& info) {
-                           return std::string(dtype_name(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Dtypes, LinearTest, ::testing::ValuesIn(kDtypes), dtype_param_name);
 
 // The bias gradient's partial sums live in the context scratch; too little scratch is a clear error, not a crash.
 TEST_F(CudaOpTest, LinearBiasGradientNamesTheScratchItNeeds) {
-  CudaContextOptions options;
-  options.scratch_bytes = 16;
-  auto small = CudaContext::create(options);
-  ASSERT_TRUE(small.ok()) << small.status().to_string();
-  CudaScope scope(**small);
+  const std::unique_ptr<CudaContext> small = context_with_scratch(16);
+  ASSERT_TRUE(small);
+  CudaScope scope(*small);
   const int64_t n = 4096, c = 8, oc = 1024;
   OwnedTensor inp = upload(std::vector<float>(size_t(n * c), 1.0f), DataType::kFloat32, Shape{n, c});
   OwnedTensor w = upload(std::vector<float>(size_t(oc * c), 1.0f), DataType::kFloat32, Shape{oc, c});
@@ -247,8 +219,8 @@ TEST_F(CudaOpTest, LinearBiasGradientNamesTheScratchItNeeds) {
   const Status st = linear_backward(Tensor(), Tensor(), db, dout, inp, w);
   EXPECT_EQ(st.code(), Code::kOutOfMemory) << st.to_string();
   EXPECT_NE(st.message().find("bytes of context scratch"), std::string::npos) << st.to_string();
-  EXPECT_TRUE((*small)->synchronize().ok());
+  EXPECT_TRUE(small->synchronize().ok());
 }
 
 }  // namespace
-}  // namespace zw::tensor
+}  // namespace zw::tensor::cuda_test

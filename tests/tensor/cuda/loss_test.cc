@@ -16,19 +16,11 @@
 
 #include "tests/tensor/cuda/cuda_test_util.h"
 
-namespace zw::tensor {
+namespace zw::tensor::cuda_test {
 namespace {
 
-using cuda_test::close;
-using cuda_test::download;
-using cuda_test::host_view;
-using cuda_test::poisoned;
-using cuda_test::random_values;
-using cuda_test::upload;
-using cuda_test::upload_ids;
-
 constexpr double kLossTol = 1e-5;
-double out_tol(DataType d) { return d == DataType::kFloat32 ? 1e-5 : d == DataType::kBFloat16 ? 5e-3 : 2e-3; }
+double value_tol(DataType d) { return by_dtype(d, 1e-5, 5e-3, 2e-3); }  // probabilities and gradients
 
 struct LossCase {
   int64_t rows, V;
@@ -59,7 +51,7 @@ Ref make_ref(LossCase c, DataType d, std::mt19937_64& rng) {
 
 std::string name_of(LossCase c) { return "rows " + std::to_string(c.rows) + " V " + std::to_string(c.V); }
 
-class CudaLoss : public cuda_test::CudaOpTest, public ::testing::WithParamInterface<DataType> {};
+class CudaLoss : public CudaDtypeTest {};
 
 // probs into a separate buffer, then over the logits' own memory.
 TEST_P(CudaLoss, ForwardMatchesCpu) {
@@ -70,11 +62,11 @@ TEST_P(CudaLoss, ForwardMatchesCpu) {
     OwnedTensor logits = upload(r.logits, d, r.s), targets = upload_ids(r.targets, r.rs);
     OwnedTensor probs = poisoned(d, r.s), losses = poisoned(DataType::kFloat32, r.rs);
     ASSERT_TRUE(cross_entropy_forward(losses, probs, logits, targets, nullptr).ok());
-    EXPECT_TRUE(close(download(probs), r.probs, out_tol(d)));
+    EXPECT_TRUE(close(download(probs), r.probs, value_tol(d)));
     EXPECT_TRUE(close(download(losses), r.losses, kLossTol));
     OwnedTensor losses2 = poisoned(DataType::kFloat32, r.rs);
     ASSERT_TRUE(cross_entropy_forward(losses2, logits, logits, targets, nullptr).ok());
-    EXPECT_TRUE(close(download(logits), r.probs, out_tol(d))) << "in place";
+    EXPECT_TRUE(close(download(logits), r.probs, value_tol(d))) << "in place";
     EXPECT_TRUE(close(download(losses2), r.losses, kLossTol)) << "in place";
   }
 }
@@ -85,7 +77,7 @@ TEST_P(CudaLoss, BackwardMatchesCpu) {
   for (const LossCase& c : kCases) {
     SCOPED_TRACE(name_of(c));
     Ref r = make_ref(c, d, rng_);
-    for (float& p : r.probs) p = cuda_test::round_to(d, p);  // the probs as the device stores them
+    for (float& p : r.probs) p = round_to(d, p);  // the probs as the device stores them
     const double scale = 1.0 / double(c.rows);
     std::vector<float> prior = random_values(r.logits.size(), rng_, d), want_acc = prior, want_new(prior.size());
     ASSERT_TRUE(cross_entropy_backward(host_view(want_acc, r.s), host_view(r.probs, r.s),
@@ -98,10 +90,10 @@ TEST_P(CudaLoss, BackwardMatchesCpu) {
     OwnedTensor acc = upload(prior, d, r.s), fresh = poisoned(d, r.s);
     ASSERT_TRUE(cross_entropy_backward(acc, probs, targets, scale, GradInit::kAccumulate).ok());
     ASSERT_TRUE(cross_entropy_backward(fresh, probs, targets, scale, GradInit::kOverwrite).ok());
-    EXPECT_TRUE(close(download(acc), want_acc, out_tol(d))) << "accumulate";
-    EXPECT_TRUE(close(download(fresh), want_new, out_tol(d))) << "overwrite";
+    EXPECT_TRUE(close(download(acc), want_acc, value_tol(d))) << "accumulate";
+    EXPECT_TRUE(close(download(fresh), want_new, value_tol(d))) << "overwrite";
     ASSERT_TRUE(cross_entropy_backward(probs, probs, targets, scale, GradInit::kOverwrite).ok());
-    EXPECT_TRUE(close(download(probs), want_new, out_tol(d))) << "in place over the probs";
+    EXPECT_TRUE(close(download(probs), want_new, value_tol(d))) << "in place over the probs";
   }
 }
 
@@ -119,11 +111,11 @@ TEST_P(CudaLoss, ForwardBackwardMatchesCpu) {
     OwnedTensor logits = upload(r.logits, d, r.s), targets = upload_ids(r.targets, r.rs);
     OwnedTensor dlogits = poisoned(d, r.s), losses = poisoned(DataType::kFloat32, r.rs);
     ASSERT_TRUE(cross_entropy_forward_backward(losses, dlogits, logits, targets, scale).ok());
-    EXPECT_TRUE(close(download(dlogits), want_d, out_tol(d)));
+    EXPECT_TRUE(close(download(dlogits), want_d, value_tol(d)));
     EXPECT_TRUE(close(download(losses), want_l, kLossTol));
     OwnedTensor losses2 = poisoned(DataType::kFloat32, r.rs);
     ASSERT_TRUE(cross_entropy_forward_backward(losses2, logits, logits, targets, scale).ok());
-    EXPECT_TRUE(close(download(logits), want_d, out_tol(d))) << "in place over the logits";
+    EXPECT_TRUE(close(download(logits), want_d, value_tol(d))) << "in place over the logits";
     EXPECT_TRUE(close(download(losses2), want_l, kLossTol)) << "in place over the logits";
   }
 }
@@ -149,7 +141,7 @@ TEST_P(CudaLoss, OutOfRangeTargetIsReportedBySynchronize) {
   const Status s = ctx_->synchronize();
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.to_string();
   EXPECT_NE(s.message().find("target 64 at position 2"), std::string::npos) << s.to_string();
-  EXPECT_TRUE(close(download(dlogits), want_d, out_tol(d)));
+  EXPECT_TRUE(close(download(dlogits), want_d, value_tol(d)));
   EXPECT_TRUE(close(download(losses), want_l, kLossTol));
   // The forward alone reports a negative target the same way.
   bad[2] = -1;
@@ -162,9 +154,7 @@ TEST_P(CudaLoss, OutOfRangeTargetIsReportedBySynchronize) {
   EXPECT_TRUE(ctx_->synchronize().ok()) << "the error slot is cleared once reported";
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, CudaLoss,
-                         ::testing::Values(DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaLoss, ::testing::ValuesIn(kDtypes), dtype_param_name);
 
 }  // namespace
-}  // namespace zw::tensor
+}  // namespace zw::tensor::cuda_test

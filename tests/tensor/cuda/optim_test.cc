@@ -17,23 +17,13 @@
 #include "tensor/adamw.h"
 #include "tests/tensor/cuda/cuda_test_util.h"
 
-namespace zw::tensor {
+namespace zw::tensor::cuda_test {
 namespace {
-
-using cuda_test::CudaOpTest;
-using cuda_test::download;
-using cuda_test::poisoned;
-using cuda_test::random_values;
-using cuda_test::upload;
 
 uint32_t bits_of(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof(u));
   return u;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // First index where the bits differ (or -1), for messages.
@@ -102,17 +92,15 @@ TEST_F(CudaOpTest, ReduceSumIndexesBeyond2To31Elements) {
 }
 
 TEST_F(CudaOpTest, ReduceSumNamesTheScratchItNeeds) {
-  CudaContextOptions options;
-  options.scratch_bytes = 16;
-  auto small = CudaContext::create(options);
-  ASSERT_TRUE(small.ok()) << small.status().to_string();
-  CudaScope scope(**small);
+  const std::unique_ptr<CudaContext> small = context_with_scratch(16);
+  ASSERT_TRUE(small);
+  CudaScope scope(*small);
   OwnedTensor x = upload(std::vector<float>(1 << 20, 1.0f), DataType::kFloat32, Shape{1 << 20});
   OwnedTensor out = poisoned(DataType::kFloat32, Shape{1});
   const Status st = reduce_sum(out, x, false);
   EXPECT_EQ(st.code(), Code::kOutOfMemory) << st.to_string();
   EXPECT_NE(st.message().find("bytes of context scratch"), std::string::npos) << st.to_string();
-  EXPECT_TRUE((*small)->synchronize().ok());
+  EXPECT_TRUE(small->synchronize().ok());
 }
 
 // ---- grad_factor ----
@@ -261,4 +249,4 @@ TEST_F(CudaOpTest, AdamWWithANonFiniteFactorChangesNothing) {
 }
 
 }  // namespace
-}  // namespace zw::tensor
+}  // namespace zw::tensor::cuda_test

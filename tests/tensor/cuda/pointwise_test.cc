@@ -13,24 +13,15 @@
 
 #include "tests/tensor/cuda/cuda_test_util.h"
 
-namespace zw::tensor {
+namespace zw::tensor::cuda_test {
 namespace {
-
-using cuda_test::close;
-using cuda_test::download;
-using cuda_test::host_view;
-using cuda_test::poisoned;
-using cuda_test::random_values;
-using cuda_test::upload;
-
-double out_tol(DataType d) { return d == DataType::kFloat32 ? 1e-5 : d == DataType::kBFloat16 ? 5e-3 : 1e-3; }
 
 const Shape kShapes[] = {Shape{7, 24}, Shape{5, 1}, Shape{1001}, Shape{2048, 3072}};
 
 // A device view of `shape` starting one element past a 16-byte boundary (forces the element-at-a-time path),
 // holding `values`. The owner keeps the memory.
 Tensor misaligned(OwnedTensor& owner, const std::vector<float>& values, DataType d, Shape shape) {
-  owner = cuda_test::upload(std::vector<float>(values.size() + 8, 0.0f), d, Shape{int64_t(values.size()) + 8});
+  owner = upload(std::vector<float>(values.size() + 8, 0.0f), d, Shape{int64_t(values.size()) + 8});
   auto view = Tensor::view(owner.tensor().mem, dtype_size(d), d, shape);
   EXPECT_TRUE(view.ok());
   auto host = OwnedTensor::zeros(d, shape);
@@ -40,7 +31,7 @@ Tensor misaligned(OwnedTensor& owner, const std::vector<float>& values, DataType
   return *view;
 }
 
-class CudaPointwise : public cuda_test::CudaOpTest, public ::testing::WithParamInterface<DataType> {};
+class CudaPointwise : public CudaDtypeTest {};
 
 TEST_P(CudaPointwise, GeluForwardMatchesCpu) {
   const DataType d = GetParam();
@@ -59,7 +50,7 @@ TEST_P(CudaPointwise, GeluForwardMatchesCpu) {
 TEST_P(CudaPointwise, GeluExtremeInputsStayFinite) {
   const DataType d = GetParam();
   std::vector<float> x = {-100.0f, -20.0f, -10.5f, -9.0f, -0.5f, 0.0f, 0.5f, 9.0f, 20.0f, 100.0f};
-  for (float& v : x) v = cuda_test::round_to(d, v);
+  for (float& v : x) v = round_to(d, v);
   const Shape s{int64_t(x.size())};
   std::vector<float> dy(x.size(), 1.0f), want(x.size()), want_dx(x.size(), 0.0f);
   ASSERT_TRUE(gelu_forward(host_view(want, s), host_view(x, s)).ok());
@@ -159,9 +150,7 @@ TEST_P(CudaPointwise, MisalignedViewsMatchCpu) {
   EXPECT_TRUE(close(download(tout), want_sum, out_tol(d)));
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, CudaPointwise,
-                         ::testing::Values(DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaPointwise, ::testing::ValuesIn(kDtypes), dtype_param_name);
 
 }  // namespace
-}  // namespace zw::tensor
+}  // namespace zw::tensor::cuda_test

@@ -16,20 +16,8 @@
 #include "tests/zero/engine/rank_threads.h"
 #include "zero/engine/engine.h"
 
-namespace zw::zero {
+namespace zw::zero::testing {
 namespace {
-
-using testing::Batch;
-using testing::ds_json;
-using testing::kModel;
-using testing::make_batch;
-using testing::make_rank;
-using testing::parse;
-using testing::Rank;
-using testing::reference;
-using testing::Reference;
-using testing::run_ranks;
-using testing::train_micro_step;
 
 constexpr int kWorld = 2;
 constexpr int kSteps = 3;
@@ -130,4 +118,4 @@ TEST(Offload, CpuAndNoneBothTrainInHostMemoryWithTheSameBits) {
 }
 
 }  // namespace
-}  // namespace zw::zero
+}  // namespace zw::zero::testing

@@ -23,21 +23,8 @@
 #include "tests/zero/engine/gpt_fixture.h"
 #include "tests/zero/engine/rank_threads.h"
 
-namespace zw::zero {
+namespace zw::zero::testing {
 namespace {
-
-using testing::Batch;
-using testing::ds_json;
-using testing::kModel;
-using testing::make_batch;
-using testing::make_rank;
-using testing::parse;
-using testing::Rank;
-using testing::reference;
-using testing::Reference;
-using testing::reference_shard;
-using testing::run_ranks;
-using testing::train_micro_step;
 
 struct PoolCase {
   int layers;        // transformer blocks
@@ -141,7 +128,7 @@ TEST(Overlap, GptUnitsArePrefetchedBeforeUse) {
       EXPECT_GE(prefetched, 2 * config.num_layers);  // every block, forward and backward
     }
     EXPECT_EQ(r.engine->prefetch().stats().on_demand, 2);  // the first use of each micro step
-    EXPECT_EQ(r.engine->reducer().stats().reduces, 2);  // one bucket (every unit) per micro step
+    EXPECT_EQ(r.engine->reducer().stats().reduces, 2);     // one bucket (every unit) per micro step
     ASSERT_TRUE(r.engine->step(1e-3).ok());
   });
 }
@@ -250,4 +237,4 @@ TEST(Config, ParsedButUnimplementedKeysAreRefusedByName) {
 }
 
 }  // namespace
-}  // namespace zw::zero
+}  // namespace zw::zero::testing

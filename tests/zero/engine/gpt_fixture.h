@@ -1,7 +1,7 @@
 // tests/zero/engine/gpt_fixture.h — the GPT fixture of the engine tests: a tiny model, DeepSpeed JSON with a
 // stage-3 block, random token batches, the single-process reference (model::GptModel over FlatParams, initialised
 // as the engine is) and, on one rank, an engine with the reference's initial values driving the same GptModel
-// through EngineParams.
+// through EngineParams. The tests that use it are written inside zw::zero::testing and call it unqualified.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -23,20 +23,8 @@
 #include "tests/zero/engine/rank_threads.h"
 #include "zero/engine/engine.h"
 
-namespace zw::zero {
+namespace zw::zero::testing {
 namespace {
-
-using testing::Batch;
-using testing::ds_json;
-using testing::kModel;
-using testing::make_batch;
-using testing::make_rank;
-using testing::parse;
-using testing::Rank;
-using testing::reference;
-using testing::Reference;
-using testing::run_ranks;
-using testing::train_micro_step;
 
 struct Outcome {
   std::vector<float> grad;  // averaged, unscaled gradient over the reference layout (unpadded elements)
@@ -207,4 +195,4 @@ TEST(Buckets, SmallBucketsSplitUnitsWithTheSameResult) {
 }
 
 }  // namespace
-}  // namespace zw::zero
+}  // namespace zw::zero::testing

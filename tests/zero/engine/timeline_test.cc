@@ -18,19 +18,8 @@
 #include "tests/zero/engine/gpt_fixture.h"
 #include "tests/zero/engine/rank_threads.h"
 
-namespace zw::zero {
+namespace zw::zero::testing {
 namespace {
-
-using testing::Batch;
-using testing::ds_json;
-using testing::kModel;
-using testing::make_batch;
-using testing::parse;
-using testing::Rank;
-using testing::Reference;
-using testing::reference;
-using testing::run_ranks;
-using testing::train_micro_step;
 
 constexpr int64_t kMs = 1000000;  // ns
 
@@ -176,7 +165,7 @@ TEST(TimelineEngine, TwoRanksRecordWellFormedSpans) {
                     .ok());
     r.params = std::make_unique<EngineParams>(engine);
     ASSERT_TRUE(r.params->check(r.layout).ok());
-    r.model = testing::make_model(r.layout, 1);
+    r.model = make_model(r.layout, 1);
     ASSERT_TRUE(r.model);
     for (int micro = 0; micro < 2; ++micro) {
       const size_t off = size_t(2 * micro + rank) * config.max_seq_len;
@@ -198,4 +187,4 @@ TEST(TimelineEngine, OffByDefault) {
 }
 
 }  // namespace
-}  // namespace zw::zero
+}  // namespace zw::zero::testing

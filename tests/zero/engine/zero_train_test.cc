@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/train/train_util.h"
 #include "tests/zero/engine/rank_threads.h"
 #include "zw_train/trainer.h"
 
@@ -29,17 +30,10 @@ std::string scratch(const std::string& name) {
 }
 
 TrainConfig tiny(const std::string& name, int batch, int steps) {
-  TrainConfig c;
-  c.model = model::GptConfig{2, 32, 2, 16, 256};
+  TrainConfig c = testing::quiet_config(model::GptConfig{2, 32, 2, 16, 256}, steps, scratch(name));
   c.batch = batch;
-  c.steps = steps;
-  c.lr = 3e-3;
-  c.min_lr = 3e-4;
   c.warmup_steps = 2;
-  c.eval_every = 0;
   c.eval_batches = 1;
-  c.out_dir = scratch(name);
-  c.quiet = true;
   return c;
 }
 
