@@ -4,6 +4,7 @@
 #include "model/gpt.h"
 
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "common/log.h"
@@ -231,8 +232,8 @@ Status GptModel::forward(ParamProvider& params, const int32_t* tokens, const int
   if ((targets == nullptr) != (pass == Pass::kLogits))
     return Status(Code::kInvalidArgument, pass == Pass::kLogits ? "gpt forward: a logits pass takes no targets"
                                                                 : "gpt forward: training and evaluation need targets");
-  std::unique_ptr<tensor::CudaScope> scope;
-  if (options_.cuda != nullptr) scope = std::make_unique<tensor::CudaScope>(*options_.cuda);
+  std::optional<tensor::CudaScope> scope;
+  if (options_.cuda != nullptr) scope.emplace(*options_.cuda);
   have_train_forward_ = false;
   have_loss_ = false;
   loss_scale_ = params.loss_scale();
@@ -280,8 +281,8 @@ Status GptModel::backward_segment(ParamProvider& params, Segment& seg) {
 Status GptModel::backward(ParamProvider& params) {
   if (!have_train_forward_)
     return Status(Code::kInvalidArgument, "gpt backward: the last forward was not a training pass (Pass::kTrain)");
-  std::unique_ptr<tensor::CudaScope> scope;
-  if (options_.cuda != nullptr) scope = std::make_unique<tensor::CudaScope>(*options_.cuda);
+  std::optional<tensor::CudaScope> scope;
+  if (options_.cuda != nullptr) scope.emplace(*options_.cuda);
   have_train_forward_ = false;
   for (size_t s = segments_.size(); s-- > 0;) ZW_TRY(backward_segment(params, segments_[s]));
   return Status();
@@ -290,8 +291,8 @@ Status GptModel::backward(ParamProvider& params) {
 Result<double> GptModel::loss() {
   if (!have_loss_) return Status(Code::kInvalidArgument, "gpt loss: the last forward had no targets");
   float sum = 0;
-  std::unique_ptr<tensor::CudaScope> scope;
-  if (options_.cuda != nullptr) scope = std::make_unique<tensor::CudaScope>(*options_.cuda);
+  std::optional<tensor::CudaScope> scope;
+  if (options_.cuda != nullptr) scope.emplace(*options_.cuda);
   ZW_TRY(tensor::copy(Tensor::host(&sum, Shape{1}), loss_sum_));
   if (options_.cuda != nullptr) ZW_TRY(options_.cuda->synchronize());
   return double(sum) / (double(B_) * T_);

@@ -38,13 +38,6 @@ Status check_scalar(const char* op, const char* name, const Tensor& t, MemKind k
   return Status();
 }
 
-Status need_context(const char* op, int device) {
-  const CudaContext* ctx = current_cuda_context();
-  if (ctx == nullptr || ctx->device() != device)
-    return Status(Code::kInvalidArgument, std::string(op) + ": needs a current CUDA context on device " +
-                                              std::to_string(device) + " (tensor::CudaScope)");
-  return Status();
-}
 
 }  // namespace
 
@@ -53,7 +46,7 @@ Status grad_factor(const Tensor& factor, const Tensor& sumsq, double max_norm, d
   ZW_TRY(check_scalar("grad_factor", "sumsq", sumsq, kind, sumsq.mem.device));
   ZW_TRY(check_scalar("grad_factor", "factor", factor, kind, sumsq.mem.device));
   if (kind == MemKind::kCudaDevice) {
-    ZW_TRY(need_context("grad_factor", sumsq.mem.device));
+    ZW_TRY(require_cuda_context("grad_factor: sumsq", sumsq.mem.device));
     return cuda::grad_factor(factor, sumsq, max_norm, inv_loss_scale);
   }
   const double s = sumsq.data<float>()[0];
@@ -111,7 +104,7 @@ Status FlatAdamW::step(const AdamWConfig& config, int64_t step, const Tensor& pa
                                               std::to_string(numel_) + "] on the optimizer's device");
   ZW_TRY(check_scalar("adamw", "grad_factor", factor, kind_, device));
   if (kind_ == MemKind::kCudaDevice) {
-    ZW_TRY(need_context("adamw", device));
+    ZW_TRY(require_cuda_context("adamw: params", device));
     return cuda::adamw_step(*static_cast<const cuda::AdamWTable*>(table_.get()), config, step, params, grads,
                             m_.tensor(), v_.tensor(), params16, factor);
   }

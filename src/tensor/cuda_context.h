@@ -91,6 +91,10 @@ class CudaContext {
 // The context current on this thread, or null.
 CudaContext* current_cuda_context();
 
+// OK when a context for CUDA device `device` is current on this thread; else kInvalidArgument saying that `what`
+// (e.g. "gelu_forward: inp") is on that device and what to do. The one check every device operation makes.
+Status require_cuda_context(const std::string& what, int device);
+
 // Brackets the device work queued during its lifetime with events under `name` (a string literal), when the
 // current context profiles; otherwise does nothing.
 class ProfileRange {

@@ -29,15 +29,7 @@ Result<Checker> Checker::make(const char* op, const char* name, const Tensor& pr
     if (d != DataType::kFloat32 && d != DataType::kBFloat16 && d != DataType::kFloat16)
       return Status(Code::kUnsupported, std::string(op) + ": " + name + " is " + primary.describe() +
                                             "; the CUDA path computes on f32, bf16 or f16 values");
-    const CudaContext* ctx = current_cuda_context();
-    if (ctx == nullptr)
-      return Status(Code::kInvalidArgument, std::string(op) + ": " + name + " is device memory but no CUDA context "
-                                                "is current on this thread; create a tensor::CudaContext and hold a "
-                                                "CudaScope while calling device ops");
-    if (ctx->device() != primary.mem.device)
-      return Status(Code::kInvalidArgument, std::string(op) + ": " + name + " is on CUDA device " +
-                                                std::to_string(primary.mem.device) + " but the current context is "
-                                                "for device " + std::to_string(ctx->device()));
+    ZW_TRY(require_cuda_context(std::string(op) + ": " + name, primary.mem.device));
   }
   Checker c(op, kind, primary.mem.device, d);
   ZW_TRY(c.rank(name, primary, d, min_rank));

@@ -201,22 +201,18 @@ Result<OwnedTensor> OwnedTensor::zeros(DataType dtype, Shape shape, MemKind kind
   return t;
 }
 
-namespace {
-
-// Device ops need a current context on the tensor's device.
-Status need_context(const char* op, const Tensor& t) {
+Status require_cuda_context(const std::string& what, int device) {
   const CudaContext* ctx = current_cuda_context();
   if (ctx == nullptr)
-    return Status(Code::kInvalidArgument, std::string(op) + ": " + t.describe() +
-                                              " needs a current CUDA context (tensor::CudaScope) on this thread");
-  if (ctx->device() != t.mem.device)
-    return Status(Code::kInvalidArgument, std::string(op) + ": " + t.describe() + " is on device " +
-                                              std::to_string(t.mem.device) + ", the current context on device " +
+    return Status(Code::kInvalidArgument, what + " is device memory but no CUDA context is current on this thread; "
+                                                 "create a tensor::CudaContext and hold a CudaScope while calling "
+                                                 "device ops");
+  if (ctx->device() != device)
+    return Status(Code::kInvalidArgument, what + " is on CUDA device " + std::to_string(device) +
+                                              " but the current context is for device " +
                                               std::to_string(ctx->device()));
   return Status();
 }
-
-}  // namespace
 
 Status convert(const Tensor& src, const Tensor& dst) {
   if (!is_convertible(src.dtype) || !is_convertible(dst.dtype))
@@ -234,7 +230,7 @@ Status convert(const Tensor& src, const Tensor& dst) {
     if (src.dtype == DataType::kFloat64 || dst.dtype == DataType::kFloat64)
       return Status(Code::kUnsupported, "convert " + src.describe() + " -> " + dst.describe() +
                                             ": f64 does not convert on a CUDA device");
-    ZW_TRY(need_context("convert", src));
+    ZW_TRY(require_cuda_context("convert: " + src.describe(), src.mem.device));
     return cuda::convert(src, dst);
   }
   for (int64_t i = 0; i < n; ++i) store(dst, i, load(src, i));
@@ -250,7 +246,8 @@ Status copy(const Tensor& dst, const Tensor& src) {
     std::memmove(dst.mem.ptr, src.mem.ptr, src.bytes());
     return Status();
   }
-  ZW_TRY(need_context("copy", src.on_host() ? dst : src));
+  const Tensor& dev = src.on_host() ? dst : src;
+  ZW_TRY(require_cuda_context("copy: " + dev.describe(), dev.mem.device));
   return cuda::copy(dst, src);
 }
 
@@ -259,7 +256,7 @@ Status fill(const Tensor& t, double value) {
   if (!t.on_host()) {
     if (t.dtype == DataType::kFloat64)
       return Status(Code::kUnsupported, "fill " + t.describe() + ": f64 is not filled on a CUDA device");
-    ZW_TRY(need_context("fill", t));
+    ZW_TRY(require_cuda_context("fill: " + t.describe(), t.mem.device));
     return cuda::fill(t, value);
   }
   const int64_t n = t.numel();

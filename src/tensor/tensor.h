@@ -112,6 +112,8 @@ class OwnedTensor {
   T* data() const {
     return tensor_.data<T>();
   }
+  // Sets every byte to zero (Buffer::zero).
+  Status zero() { return buffer_.zero(); }
 
  private:
   Buffer buffer_;

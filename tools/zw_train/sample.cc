@@ -44,13 +44,6 @@ std::string token_text(int token) {
   return buf;
 }
 
-// Any tensor's values as host f32 (waits for the device).
-Status to_host_f32(const tensor::Tensor& t, float* out) {
-  ZW_ASSIGN_OR_RETURN(const tensor::OwnedTensor host, tensor::OwnedTensor::zeros(t.dtype, t.shape));
-  ZW_TRY(tensor::copy(host, t));
-  return tensor::convert(host, tensor::Tensor::host(out, t.shape));
-}
-
 // out_dir/ckpt_zero: model.json, and the checkpoint `latest` names consolidated to f32 by parameter name.
 Result<FlatCheckpoint> load_zero_params(const std::string& dir) {
   std::ifstream latest(dir + "/latest"), model(dir + "/" + kZeroModelFile);
@@ -132,6 +125,7 @@ Status sample(const SampleConfig& c, const std::function<void(const std::string&
   SplitMix rng(c.seed);
   std::vector<int32_t> window(T, 0);
   std::vector<float> row(V);
+  ZW_ASSIGN_OR_RETURN(const tensor::OwnedTensor host_row, tensor::OwnedTensor::zeros(place.dtype, tensor::Shape{1, V}));
   for (int n = 0; n < c.tokens; ++n) {
     const size_t len = std::min(context.size(), size_t(T));
     std::fill(window.begin(), window.end(), 0);
@@ -139,7 +133,8 @@ Status sample(const SampleConfig& c, const std::function<void(const std::string&
     ZW_TRY(model->forward(params, window.data(), nullptr, model::Pass::kLogits));
     ZW_ASSIGN_OR_RETURN(const tensor::Tensor last, model->logits().reshape(tensor::Shape{T, V}));
     ZW_ASSIGN_OR_RETURN(const tensor::Tensor at, last.narrow(int64_t(len) - 1, 1));
-    ZW_TRY(to_host_f32(at, row.data()));
+    ZW_TRY(tensor::copy(host_row, at));  // the last context position's logits, in the compute dtype
+    ZW_TRY(tensor::convert(host_row, tensor::Tensor::host(row.data(), tensor::Shape{1, V})));
     const int token = pick_token(row.data(), V, c.temperature, rng);
     context.push_back(token);
     emit(token_text(token));

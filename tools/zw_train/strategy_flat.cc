@@ -123,7 +123,7 @@ Status FlatStrategy::init_params(uint64_t seed) {
 Status FlatStrategy::begin_micro_step() {
   if (micro_++ == 0) {
     const tensor::ProfileRange profile("zero gradients");
-    ZW_TRY(grads_.tensor().defined() ? tensor::fill(grads_, 0.0) : Status());
+    ZW_TRY(grads_.zero());
     provider_->set_loss_scale(loss_scale());
   }
   return Status();

@@ -3,11 +3,10 @@
 
 #include <cstdint>
 #include <cstring>
-#include <mutex>
 #include <random>
-#include <set>
 #include <vector>
 
+#include "collectives/gpu/gpu_poller.h"
 #include "collectives/work.h"
 #include "common/knobs.h"
 #include "common/log.h"
@@ -48,97 +47,11 @@ std::string describe_op(const OpRecord& r) {
          (r.premul != 1.0 ? ", premul " + std::to_string(r.premul) : std::string()) + ")";
 }
 
-// Completion of one operation, for Work: its event, or the failure a kernel recorded, or a dead peer.
-class GpuPoller final : public WorkPoller {
- public:
-  GpuPoller(std::shared_ptr<GpuShared> shared, std::shared_ptr<cudaEvent_t> event, uint64_t seq, std::string what,
-            double timeout_s)
-      : shared_(std::move(shared)), event_(std::move(event)), seq_(seq), what_(std::move(what)), timeout_s_(timeout_s) {}
-
-  std::optional<Status> poll() override {
-    const volatile GpuHostStatus* hs = shared_->ipc->host_status();
-    if (hs->failure != 0 && hs->seq <= seq_) return failure(hs->failure, hs->peer, hs->seq);
-    cudaError_t err = cudaEventQuery(*event_);
-    if (err == cudaSuccess) return Status();
-    if (err != cudaErrorNotReady) return cuda_status(err, what_ + ": the GPU reported an error");
-    if (now_ns() >= next_check_ns_) {
-      next_check_ns_ = now_ns() + 10'000'000;
-      for (int p = 0; p < shared_->ipc->size(); ++p) {
-        Status alive = shared_->ipc->peer_alive(p);
-        if (alive.ok()) continue;
-        shared_->ipc->host_status()->abort = 1;  // kernels waiting for it stop
-        record(alive);
-        return alive.with_context(what_);
-      }
-    }
-    return std::nullopt;
-  }
-
- private:
-  Status failure(uint32_t code, int peer, uint64_t seq) {
-    {
-      std::lock_guard<std::mutex> lock(shared_->mutex);
-      if (!shared_->failed.ok()) return shared_->failed.with_context(what_);
-    }
-    std::string who = shared_->ipc->describe(peer);
-    Status st = code == transport::cuda_ipc::kGpuTimeout
-                    ? Status(Code::kTimeout, "GPU operation " + std::to_string(seq) + " waited " +
-                                                 std::to_string(static_cast<int>(timeout_s_)) + " s for " + who +
-                                                 " (it never reached the same collective: desynchronized or stuck)")
-                    : Status(Code::kAborted, "GPU operation " + std::to_string(seq) + " was aborted while waiting for " +
-                                                 who);
-    record(st);
-    return st.with_context(what_);
-  }
-  void record(const Status& st) {
-    std::lock_guard<std::mutex> lock(shared_->mutex);
-    if (shared_->failed.ok()) shared_->failed = st;
-  }
-
-  std::shared_ptr<GpuShared> shared_;
-  std::shared_ptr<cudaEvent_t> event_;
-  uint64_t seq_;
-  std::string what_;
-  double timeout_s_;
-  uint64_t next_check_ns_ = 0;
-};
-
 std::string random_token() {
   std::random_device rd;
   char buf[24];
   std::snprintf(buf, sizeof buf, "zw%08x%08x", rd(), rd());
   return buf;
-}
-
-// Loads every kernel of gpu_kernels.h into `device`'s context (the current context of the device: its primary one),
-// once per process and device: cudaFuncGetAttributes makes a lazily loaded kernel load now, while none of this
-// process's collective kernels can be spinning (gpu_comm.h). Other threads wait for the first; a failure is not
-// remembered (the next engine tries again).
-Status preload_kernels(int device) {
-  static std::mutex mutex;
-  static std::set<int> loaded;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (loaded.count(device) != 0) return Status();
-  DeviceScope scope(device);
-  ZW_TRY(scope.status());
-  std::vector<const void*> table;
-  list_direct_kernels(&table);
-  list_ring_kernels(&table);
-  const std::set<const void*> kernels(table.begin(), table.end());
-  const uint64_t start = now_ns();
-  for (const void* kernel : kernels) {
-    cudaFuncAttributes attr{};
-    cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
-    if (err == cudaSuccess) continue;
-    cudaGetLastError();  // not a launch's error: keep it from the next launch's check
-    return cuda_status(err, "loading the GPU collective kernels on GPU " + std::to_string(device) +
-                                " (cudaFuncGetAttributes; was zerowire built for this GPU's architecture? see "
-                                "CMAKE_CUDA_ARCHITECTURES)");
-  }
-  loaded.insert(device);
-  ZW_INFO(kCuda, "loaded %zu collective kernels on GPU %d in %.1f ms", kernels.size(), device,
-          static_cast<double>(now_ns() - start) / 1e6);
-  return Status();
 }
 
 // The element range [lo, hi) of rank r's part of an all-reduce: whole 16-byte vectors, spread evenly.

@@ -100,5 +100,7 @@ Status launch_ring(DataType dtype, ReduceOp op, const RingArgs& args, int blocks
 // (avg runs the sum kernel). Built from the tables the launches pick from, so a new instantiation is listed too.
 void list_direct_kernels(std::vector<const void*>* kernels);
 void list_ring_kernels(std::vector<const void*>* kernels);
+// Loads every kernel of the two lists into `device`'s context, once per process and device (gpu_preload.cc).
+Status preload_kernels(int device);
 
 }  // namespace zw::internal::gpu
