@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "zerowire/status.h"
@@ -120,6 +121,7 @@ struct CollectiveOptions {
   double premul = 1.0;                // sum only: every rank's input is multiplied by this before the sum (NCCL's
                                       // ncclRedOpCreatePreMulSum, FSDP2's gradient pre-divide); != 1 needs
                                       // floating-point device memory on one node (the cuda_ipc path)
+  int peer = -1;                      // send / recv: the other rank (may be this rank)
 };
 
 Result<Work> all_gather(Communicator& comm, const CollectiveOptions& options);
@@ -128,5 +130,37 @@ Result<Work> all_reduce(Communicator& comm, const CollectiveOptions& options);
 Result<Work> broadcast(Communicator& comm, const CollectiveOptions& options);
 Result<Work> reduce(Communicator& comm, const CollectiveOptions& options);
 Result<Work> barrier(Communicator& comm);
+
+// All-to-all: input holds size·count elements, block p (count elements) goes to rank p; output block p comes from
+// rank p. A collective (every rank calls it); input and output must not overlap (no in-place form).
+Result<Work> all_to_all(Communicator& comm, const CollectiveOptions& options);
+// Gather / scatter through the root (NCCL's ncclGather / ncclScatter): gather's output on the root holds size·count
+// elements, block p from rank p; scatter's input on the root holds size·count, block p goes to rank p. Built on
+// send_recv: only the root talks to every rank.
+Result<Work> gather(Communicator& comm, const CollectiveOptions& options);
+Result<Work> scatter(Communicator& comm, const CollectiveOptions& options);
+
+// Point-to-point. send: options.input (count elements of dtype) goes to rank options.peer; recv: options.output is
+// filled from rank options.peer. Only the two ranks take part (other ranks issue nothing). The n-th send from A to B
+// matches B's n-th receive from A, and their byte counts must agree (else both fail, naming each other). Like NCCL's
+// ncclSend/ncclRecv, a send may wait until its receiver has posted the receive, so a rank that sends to a peer which
+// is itself sending to this rank must post both sides in one send_recv batch (or the larger transfers deadlock until
+// the timeout). A peer may be this rank (a local copy matched in the same order). Host memory, or device memory
+// (options.stream: see send_recv).
+Result<Work> send(Communicator& comm, const CollectiveOptions& options);
+Result<Work> recv(Communicator& comm, const CollectiveOptions& options);
+
+enum class P2PKind : uint8_t { kSend, kRecv };
+struct P2POp {
+  P2PKind kind = P2PKind::kSend;
+  CollectiveOptions options;  // input (send) or output (recv), count, dtype, peer; stream and timeout of ops[0] rule
+};
+// A batch of sends and receives posted together (NCCL's ncclGroupStart/End around ncclSend/ncclRecv, torch's
+// batch_isend_irecv): every receive is posted before any send waits, so any pattern of exchanges completes. One Work
+// for the batch. All buffers are host memory, or all device memory of one GPU on ops[0].options.stream: device
+// batches between ranks are staged through host memory and synchronous with that stream (the call returns when the
+// batch is done; NCCL's are asynchronous), device batches where every peer is this rank are device copies enqueued
+// on the stream.
+Result<Work> send_recv(Communicator& comm, std::span<const P2POp> ops);
 
 }  // namespace zw

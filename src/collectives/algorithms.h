@@ -9,6 +9,7 @@
 //   tree_reduce_scatter  recursive halving (same folding)
 //   broadcast_pipelined  binomial tree or chain, chunk-pipelined
 //   reduce_pipelined     binomial tree or chain, chunk-pipelined
+//   direct_all_to_all    every block straight to its rank, chunked
 #pragma once
 
 #include <cstddef>
@@ -45,7 +46,7 @@ struct BufRef {
 };
 
 // Tag phases keep the sub-operations of one collective apart.
-enum : unsigned { kPhaseGather = 0, kPhaseReduce = 1, kPhaseRoot = 2 };
+enum : unsigned { kPhaseGather = 0, kPhaseReduce = 1, kPhaseRoot = 2, kPhaseP2P = 3 };
 
 // `out` already holds this rank's block; on return it holds every block.
 Status ring_all_gather(OpContext& ctx, const BufRef& out, const BlockLayout& layout);
@@ -63,6 +64,10 @@ Status broadcast_pipelined(OpContext& ctx, Algo shape, int root, const BufRef& s
 // Reduces `in` (count elements) onto `out` at the root. Tree = binomial, ring = chain.
 Status reduce_pipelined(OpContext& ctx, Algo shape, int root, const BufRef& in, const BufRef& out, size_t count,
                         DataType dtype, ReduceOp op);
+
+// Every rank's block p of `in` (block bytes) lands in block r of rank p's `out`; this rank's own block is copied.
+// Direct: each chunk of every block goes straight to its destination, receives posted `slots` chunks ahead.
+Status direct_all_to_all(OpContext& ctx, const BufRef& in, const BufRef& out, size_t block);
 
 // Parent and children of `rank` in a tree rooted at `root` (binomial for kTree, a chain for kRing); children in
 // the order they should be served.

@@ -166,6 +166,16 @@ Task reduce_task(const OpDesc& desc, const CollectiveOptions& o, int r, int n) {
   };
 }
 
+Task all_to_all_task(const CollectiveOptions& o, int n) {
+  const size_t block = o.count * dtype_size(o.dtype), total = block * n;
+  return [=](OpContext& ctx) -> Status {
+    if (total == 0) return Status();
+    ZW_ASSIGN_OR_RETURN(BufRef in, registered(ctx, o.input, total));
+    ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, total));
+    return direct_all_to_all(ctx, in, out, block);
+  };
+}
+
 Task barrier_task(int n) {
   return [=](OpContext& ctx) -> Status {
     // An all-gather of one byte per rank: no rank leaves before every rank arrived.
@@ -186,7 +196,9 @@ CommImpl::Task host_task(const CommImpl& comm, const OpDesc& desc, const Collect
     case OpKind::kAllReduce: return all_reduce_task(desc, o, r, n);
     case OpKind::kBroadcast: return broadcast_task(desc, o, r);
     case OpKind::kReduce: return reduce_task(desc, o, r, n);
-    case OpKind::kBarrier: break;
+    case OpKind::kAllToAll: return all_to_all_task(o, n);
+    case OpKind::kBarrier:
+    case OpKind::kSendRecv: break;  // send_recv batches build their own task (p2p.cc)
   }
   return barrier_task(n);
 }

@@ -375,7 +375,10 @@ Status CommImpl::execute(Pending& op, const Status& failed, bool by_waiter) {
 
 Status CommImpl::run(Pending& op) {
   OpContext ctx{rank_, size_, *rendezvous_, *registry_, *arena_, settings_.chunk_bytes, settings_.slots};
-  ZW_TRY(rendezvous_->begin_op(op.seq, op.desc, Deadline::after_seconds(op.timeout_s), op.timeout_s));
+  // Collectives are numbered on the wire among themselves: a send_recv batch involves only some ranks, so it takes
+  // no number there (its transfers are numbered per pair of ranks, p2p.cc).
+  const uint64_t wire_seq = is_p2p(op.desc.kind) ? coll_seq_ : ++coll_seq_;
+  ZW_TRY(rendezvous_->begin_op(wire_seq, op.desc, Deadline::after_seconds(op.timeout_s), op.timeout_s));
   ZW_TRY(op.task(ctx));
   return rendezvous_->end_op();
 }

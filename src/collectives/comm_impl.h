@@ -214,6 +214,7 @@ class CommImpl {
   Status failed_;                       // sticky: set by the token holder on the first failure, or from abort_request_
   Status abort_request_;                // set by abort() from any thread, consumed by the token holder
   std::shared_ptr<CommRunner> runner_;  // handed to every claimable operation's WorkState
+  uint64_t coll_seq_ = 0;               // collectives run so far (the rendezvous' wire sequence); token holder only
   std::thread worker_;
   std::unique_ptr<TcpStoreServer> store_server_;  // rank 0 under a launcher: the store it serves
   std::shared_ptr<Store> store_;                   // prefixed with this communicator's namespace

@@ -14,4 +14,10 @@ namespace zw::internal {
 // `desc` is the validated operation (algo unused). Returns once the kernel is enqueued on options.stream.
 Result<Work> run_gpu_collective(Communicator& comm, const OpDesc& desc, const CollectiveOptions& options);
 
+// A validated send_recv batch / all_to_all on device memory (gpu/gpu_p2p.cc): staged through host memory and
+// synchronous with ops[0].options.stream / options.stream, except transfers that stay on this rank (device copies
+// enqueued on the stream).
+Result<Work> run_gpu_send_recv(Communicator& comm, std::span<const P2POp> ops);
+Result<Work> run_gpu_all_to_all(Communicator& comm, const OpDesc& desc, const CollectiveOptions& options);
+
 }  // namespace zw::internal

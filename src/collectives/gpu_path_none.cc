@@ -2,11 +2,24 @@
 #include "collectives/gpu_path.h"
 
 namespace zw::internal {
+namespace {
 
-Result<Work> run_gpu_collective(Communicator& comm, const OpDesc& desc, const CollectiveOptions&) {
-  return Status(Code::kUnsupported, std::string(op_kind_name(desc.kind)) + " on rank " + std::to_string(comm.rank()) +
+Status no_cuda(const char* op, int rank) {
+  return Status(Code::kUnsupported, std::string(op) + " on rank " + std::to_string(rank) +
                                         ": the buffers are CUDA device memory but this zerowire was built without "
                                         "CUDA support (no cuda toolkit or nvcc was found when it was configured)");
+}
+
+}  // namespace
+
+Result<Work> run_gpu_collective(Communicator& comm, const OpDesc& desc, const CollectiveOptions&) {
+  return no_cuda(op_kind_name(desc.kind), comm.rank());
+}
+
+Result<Work> run_gpu_send_recv(Communicator& comm, std::span<const P2POp>) { return no_cuda("send_recv", comm.rank()); }
+
+Result<Work> run_gpu_all_to_all(Communicator& comm, const OpDesc&, const CollectiveOptions&) {
+  return no_cuda("all_to_all", comm.rank());
 }
 
 }  // namespace zw::internal

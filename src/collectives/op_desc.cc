@@ -11,6 +11,8 @@ const char* op_kind_name(OpKind kind) {
     case OpKind::kBroadcast: return "broadcast";
     case OpKind::kReduce: return "reduce";
     case OpKind::kBarrier: return "barrier";
+    case OpKind::kAllToAll: return "all_to_all";
+    case OpKind::kSendRecv: return "send_recv";
   }
   return "?";
 }

@@ -10,7 +10,10 @@
 
 namespace zw::internal {
 
-enum class OpKind : uint8_t { kAllGather, kReduceScatter, kAllReduce, kBroadcast, kReduce, kBarrier };
+enum class OpKind : uint8_t { kAllGather, kReduceScatter, kAllReduce, kBroadcast, kReduce, kBarrier, kAllToAll, kSendRecv };
+// A batch of sends and receives (p2p.cc): only the ranks it names take part, so it has no place in the collective
+// sequence that every rank shares; its transfers are numbered per (sender, receiver) pair instead.
+inline bool is_p2p(OpKind kind) { return kind == OpKind::kSendRecv; }
 enum class Algo : uint8_t { kRing, kTree };
 
 const char* op_kind_name(OpKind kind);

@@ -85,6 +85,14 @@ class Rendezvous {
   // peer_inbox_keys[p] is the remote key of rank p's inbox.
   void enable_eager(const EagerConfig& config, const RegBuf& inbox, std::vector<std::vector<std::byte>> peer_inbox_keys);
 
+  // Point-to-point transfers (send_recv batches) are numbered per (sender, receiver) pair: the n-th send from A to B
+  // matches B's n-th receive from A. next_*_seq hands out the next number; use_seq makes the following post_recv /
+  // send / wait_recv calls belong to that transfer (p2p tags use kPhaseP2P, so they never meet a collective's).
+  // Messages of send_recv batches are never compared with a collective's description (check_desc).
+  uint64_t next_send_seq(int peer) { return ++state_[peer].p2p_sent; }
+  uint64_t next_recv_seq(int peer) { return ++state_[peer].p2p_received; }
+  void use_seq(uint64_t seq) { seq_ = seq; }
+
   // Makes every current and later wait fail with kAborted (callable from any thread).
   void interrupt() { interrupted_.store(true, std::memory_order_release); }
 
@@ -125,6 +133,8 @@ class Rendezvous {
     uint64_t free_slots = 0;          // bit i: slot i of this peer's inbox may be written by this rank
     uint64_t owed_credits = 0;        // bit i: slot i of this rank's inbox for the peer was emptied, not yet returned
     Status error;                     // the endpoint failed (raised only when this peer is waited on)
+    uint64_t p2p_sent = 0;            // point-to-point transfers to this peer so far
+    uint64_t p2p_received = 0;        // point-to-point transfers from this peer so far
   };
 
   bool is_eager(size_t bytes) const { return eager_.bytes > 0 && bytes <= eager_.bytes; }

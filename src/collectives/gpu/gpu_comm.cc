@@ -371,6 +371,8 @@ Status GpuComm::build(const OpDesc& desc, const CollectiveOptions& o, const Peer
       if (avg) a->scale = 1.0 / static_cast<double>(n);
       break;
     case OpKind::kBarrier:
+    case OpKind::kAllToAll:  // not routed here (p2p.cc stages them)
+    case OpKind::kSendRecv:
       break;
   }
   return Status();

@@ -89,6 +89,8 @@ StagedPlan plan_staged(const CommImpl& impl, const OpDesc& desc, const Collectiv
         break;
       }
       case OpKind::kBarrier:
+      case OpKind::kAllToAll:  // not routed here (p2p.cc stages them)
+      case OpKind::kSendRecv:
         return plan;
     }
   }
