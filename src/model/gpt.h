@@ -17,8 +17,10 @@
 // forward pass, scaled by the provider's loss scale), so the logits buffer holds gradients after a training
 // forward; evaluation writes probabilities there; a forward without targets leaves logits.
 // The loss stays on the device until loss() is asked (one synchronization).
-// Threading: one thread per model. Non-goals: inference caches, dropout, activation recomputation, other
-// architectures.
+// Activation values: what backward needs is kept per block, except the layernorm and GELU outputs, which backward
+// recomputes (tape.h) from the kept inputs and statistics; one buffer holds each for every block in turn.
+// Threading: one thread per model. Non-goals: inference caches, dropout, recomputing more than pointwise ops (whole
+// blocks), other architectures.
 #pragma once
 
 #include <cstdint>
@@ -84,7 +86,7 @@ class GptModel {
     tensor::Tensor ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, att_stats;
   };
   struct BlockGrads {  // shared by every block in turn
-    tensor::Tensor ln, qkv, atty, fch, fch_gelu;
+    tensor::Tensor ln, qkv, atty, fch;
   };
   struct Segment {
     int unit = 0;              // the unit this segment computes with

@@ -73,6 +73,13 @@ Status linear_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor
                        GradInit) {
   return no_cuda("linear_backward");
 }
+Status linear_gelu_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  return no_cuda("linear_gelu_forward");
+}
+Status linear_backward_gelu(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                            const Tensor&) {
+  return no_cuda("linear_backward_gelu");
+}
 Status gelu_forward(const Tensor&, const Tensor&) { return no_cuda("gelu_forward"); }
 Status gelu_backward(const Tensor&, const Tensor&, const Tensor&, GradInit) { return no_cuda("gelu_backward"); }
 Status residual_forward(const Tensor&, const Tensor&, const Tensor&) { return no_cuda("residual_forward"); }

@@ -71,6 +71,20 @@ Status linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight
 Status linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                        const Tensor& inp, const Tensor& weight, GradInit init = GradInit::kAccumulate);
 
+// A linear layer followed by GELU, and the linear layer that consumes it (the MLP of a transformer block):
+//  - linear_gelu_forward: pre = inp · weightᵀ + bias, out = gelu(pre). CUDA: one cuBLASLt matmul with the GELU in its
+//    epilogue (CUBLASLT_EPILOGUE_GELU_AUX_BIAS writes both; out is the GELU of the f32 sum, before rounding pre), or
+//    linear_forward + gelu_forward where cuBLASLt offers no such epilogue for the shape. Backward of the pair:
+//    linear_backward with dout = dpre.
+//  - linear_backward_gelu: linear_backward of out2 = inp · weightᵀ + bias where inp = gelu(pre) (inp is that GELU,
+//    possibly recomputed from pre), except that the input gradient is taken through the GELU: dpre = (dout ·
+//    weight) ∘ gelu'(pre) is WRITTEN (CUDA: the matmul's CUBLASLT_EPILOGUE_DGELU epilogue, or a matmul and an in-place
+//    GELU backward); dweight and dbias ACCUMULATE as in linear_backward. dpre must not overlap dout.
+Status linear_gelu_forward(const Tensor& out, const Tensor& pre, const Tensor& inp, const Tensor& weight,
+                           const Tensor& bias);
+Status linear_backward_gelu(const Tensor& dpre, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                            const Tensor& inp, const Tensor& weight, const Tensor& pre);
+
 // GELU, tanh approximation (GPT-2; PyTorch gelu(approximate="tanh")). out and inp have the same shape.
 Status gelu_forward(const Tensor& out, const Tensor& inp);
 Status gelu_backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp, GradInit init = GradInit::kAccumulate);

@@ -192,6 +192,32 @@ Status gelu_backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp, 
   });
 }
 
+namespace detail {
+
+// d = d · gelu'(x) on the CPU, with gelu_backward's arithmetic (so d·gelu'(x) has the bits of a gelu_backward into a
+// zeroed gradient); d and x are f32 or f64 host tensors of one shape (checked by the caller).
+Status gelu_backward_in_place(const Tensor& d, const Tensor& x) {
+  return dispatch_float("gelu_backward_in_place", x.dtype, [&](auto tag) {
+    using F = decltype(tag);
+    F* g = d.data<F>();
+    const F* v = x.data<F>();
+    const int64_t n = x.numel();
+    if constexpr (std::is_same_v<F, float>) {
+      gelu_backward_in_place_f32(g, v, n);
+      return Status();
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const F u = F(kGeluScale) * (v[i] + F(kGeluCubic) * v[i] * v[i] * v[i]);
+      const F th = std::tanh(u);
+      const F du = F(kGeluScale) * (F(1) + F(3 * kGeluCubic) * v[i] * v[i]);
+      g[i] = g[i] * (F(0.5) * (F(1) + th) + F(0.5) * v[i] * (F(1) - th * th) * du);
+    }
+    return Status();
+  });
+}
+
+}  // namespace detail
+
 Status residual_forward(const Tensor& out, const Tensor& a, const Tensor& b) {
   ZW_ASSIGN_OR_RETURN(const Checker c, Checker::make("residual_forward", "a", a, 0));
   ZW_TRY(c.value("b", b, a.shape));

@@ -71,6 +71,9 @@ class Checker {
   DataType dtype_;
 };
 
+// d = d · gelu'(x) for host f32/f64 tensors of one shape (ops_basic.cc; linear_backward_gelu's CPU path).
+Status gelu_backward_in_place(const Tensor& d, const Tensor& x);
+
 // With kOverwrite, zeroes a defined host gradient so that the CPU loops can keep accumulating.
 void zero_for_overwrite(const Tensor& grad, GradInit init);
 
@@ -89,6 +92,7 @@ inline void gemm(bool ta, bool tb, int m, int n, int k, double alpha, const doub
 // f32 vector kernels (ops_vec.cc; AVX-512 / AVX2 / SSE2 picked at load time).
 void gelu_forward_f32(float* y, const float* x, int64_t n);                     // y = gelu(x)
 void gelu_backward_f32(float* dx, const float* dy, const float* x, int64_t n);  // dx += dy·gelu'(x)
+void gelu_backward_in_place_f32(float* d, const float* x, int64_t n);             // d = d·gelu'(x)
 void softmax_row_f32(float* row, int64_t n);                                    // in place over row[0, n)
 float sum_f32(const float* x, int64_t n);
 void softmax_backward_row_f32(float* d, const float* p, int64_t n, float scale);  // d = p·(d - p·d)·scale

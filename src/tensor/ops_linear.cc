@@ -1,5 +1,5 @@
 // tensor/ops_linear.cc — fully connected layer out = inp · Wᵀ + b through cblas_sgemm / cblas_dgemm (CPU) or
-// cuBLASLt (cuda/linear.cu).
+// cuBLASLt (cuda/linear.cu), and the MLP's linear + GELU pair (linear_gelu_forward, linear_backward_gelu).
 //
 // Backward: dinp += dout · W,  dW += doutᵀ · inp,  db += column sums of dout (all gemms with beta = 1, which is
 // how the accumulate contract comes for free; beta = 0 for dinp with kOverwrite). Non-goals: batched or strided
@@ -84,6 +84,43 @@ Status linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& 
     }
     return Status();
   });
+}
+
+Status linear_gelu_forward(const Tensor& out, const Tensor& pre, const Tensor& inp, const Tensor& weight,
+                           const Tensor& bias) {
+  ZW_ASSIGN_OR_RETURN(const detail::Checker c, detail::Checker::make("linear_gelu_forward", "inp", inp, 1));
+  ZW_TRY(c.rank("weight", weight, c.dtype(), 2));
+  const int64_t N = inp.shape.rows(), C = inp.shape.last(), OC = weight.shape[0];
+  ZW_TRY(c.value("weight", weight, Shape{OC, C}));
+  ZW_TRY(c.check("bias", bias, c.dtype(), Shape{OC}, true));
+  ZW_TRY(c.value("pre", pre, with_last(inp.shape, OC)));
+  ZW_TRY(c.value("out", out, pre.shape));
+  ZW_TRY(check_dims(c.op(), N, C, OC));
+  if (ranges_overlap(out.mem.ptr, out.bytes(), pre.mem.ptr, pre.bytes()))
+    return c.error("out overlaps pre; both are kept (pre for backward), pass separate buffers");
+  if (c.cuda()) return cuda::linear_gelu_forward(out, pre, inp, weight, bias);
+  ZW_TRY(linear_forward(pre, inp, weight, bias));
+  return gelu_forward(out, pre);
+}
+
+Status linear_backward_gelu(const Tensor& dpre, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                            const Tensor& inp, const Tensor& weight, const Tensor& pre) {
+  ZW_ASSIGN_OR_RETURN(const detail::Checker c, detail::Checker::make("linear_backward_gelu", "inp", inp, 1));
+  ZW_TRY(c.rank("weight", weight, c.dtype(), 2));
+  const int64_t N = inp.shape.rows(), C = inp.shape.last(), OC = weight.shape[0];
+  ZW_TRY(c.value("weight", weight, Shape{OC, C}));
+  ZW_TRY(c.value("pre", pre, inp.shape));
+  ZW_TRY(c.value("dout", dout, with_last(inp.shape, OC)));
+  ZW_TRY(c.grad("dpre", dpre, inp.shape));
+  ZW_TRY(c.param_grad("dweight", dweight, weight.shape));
+  ZW_TRY(c.param_grad("dbias", dbias, Shape{OC}));
+  ZW_TRY(check_dims(c.op(), N, C, OC));
+  if (dpre.defined() && ranges_overlap(dpre.mem.ptr, dpre.bytes(), dout.mem.ptr, dout.bytes()))
+    return c.error("dpre overlaps dout; pass a separate gradient buffer");
+  if (N == 0) return Status();
+  if (c.cuda()) return cuda::linear_backward_gelu(dpre, dweight, dbias, dout, inp, weight, pre);
+  ZW_TRY(linear_backward(dpre, dweight, dbias, dout, inp, weight, GradInit::kOverwrite));
+  return dpre.defined() ? detail::gelu_backward_in_place(dpre, pre) : Status();
 }
 
 }  // namespace zw::tensor

@@ -67,6 +67,18 @@ ZW_VEC_CLONES void gelu_backward_f32(float* __restrict dx, const float* __restri
   }
 }
 
+// gelu_backward_f32's arithmetic with dy = d, written over d (dx += dy·f into a zeroed dx rounds dy·f once, as here).
+ZW_VEC_CLONES void gelu_backward_in_place_f32(float* __restrict d, const float* __restrict x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float u = kGeluScale * (x[i] + kGeluCubic * x[i] * x[i] * x[i]);
+    const float du = kGeluScale * (1.0f + 3.0f * kGeluCubic * x[i] * x[i]);
+    const float e = vexp(-2.0f * u);
+    const float s = 1.0f / (1.0f + e);
+    const float es = e * s;
+    d[i] = d[i] * (s * (1.0f + 2.0f * x[i] * es * du));
+  }
+}
+
 ZW_VEC_CLONES void softmax_row_f32(float* __restrict row, int64_t n) {
   float mx[kLanes];
   for (int j = 0; j < kLanes; ++j) mx[j] = -INFINITY;

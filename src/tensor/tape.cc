@@ -19,6 +19,10 @@ const char* op_kind_name(OpKind kind) {
       return "residual_layernorm";
     case OpKind::kLinear:
       return "linear";
+    case OpKind::kLinearGelu:
+      return "linear_gelu";
+    case OpKind::kGeluLinear:
+      return "gelu_linear";
     case OpKind::kGelu:
       return "gelu";
     case OpKind::kResidual:
@@ -45,7 +49,10 @@ const char* backward_name(OpKind kind) {
     case OpKind::kResidualLayerNorm:
       return "residual_layernorm bwd";
     case OpKind::kLinear:
+    case OpKind::kLinearGelu:
       return "linear bwd";
+    case OpKind::kGeluLinear:
+      return "linear+dgelu bwd";
     case OpKind::kGelu:
       return "gelu bwd";
     case OpKind::kResidual:
@@ -73,8 +80,12 @@ Status backward_one(const TapeEntry& e) {
       ZW_TRY(layernorm_backward(e.saved[3], e.in[2].grad, e.in[3].grad, dout, e.saved[2], e.in[2].value, e.saved[0],
                                 e.saved[1]));
       return residual_backward(e.in[0].grad, e.in[1].grad, e.saved[3]);
-    case OpKind::kLinear:  // in: inp, weight, bias
+    case OpKind::kLinear:      // in: inp, weight, bias
+    case OpKind::kLinearGelu:  // out: pre (its grad is dout); saved: post
       return linear_backward(e.in[0].grad, e.in[1].grad, e.in[2].grad, dout, e.in[0].value, e.in[1].value, e.init);
+    case OpKind::kGeluLinear:  // in: pre, weight, bias; saved: post
+      return linear_backward_gelu(e.in[0].grad, e.in[1].grad, e.in[2].grad, dout, e.saved[0], e.in[1].value,
+                                  e.in[0].value);
     case OpKind::kGelu:  // in: inp
       return gelu_backward(e.in[0].grad, dout, e.in[0].value, e.init);
     case OpKind::kResidual:  // in: a, b
@@ -90,6 +101,21 @@ Status backward_one(const TapeEntry& e) {
   return Status(Code::kInternal, "tape: unknown op kind");
 }
 
+// Writes again the output value of a `recompute` entry (see tape.h), from what its forward saved.
+Status replay_forward(const TapeEntry& e) {
+  const ProfileRange profile("recompute");
+  switch (e.kind) {
+    case OpKind::kLayerNorm:  // in: inp, weight, bias; saved: mean, rstd
+      return layernorm_forward(e.out.value, e.saved[0], e.saved[1], e.in[0].value, e.in[1].value, e.in[2].value);
+    case OpKind::kResidualLayerNorm:  // the layernorm of the saved sum
+      return layernorm_forward(e.out.value, e.saved[0], e.saved[1], e.saved[2], e.in[2].value, e.in[3].value);
+    case OpKind::kLinearGelu:  // post = gelu(pre)
+      return gelu_forward(e.saved[0], e.out.value);
+    default:
+      return Status(Code::kInternal, std::string("tape: ") + op_kind_name(e.kind) + " cannot be recomputed");
+  }
+}
+
 bool needs_dout(OpKind kind) { return kind != OpKind::kCrossEntropy && kind != OpKind::kCrossEntropyFused; }
 
 }  // namespace
@@ -100,6 +126,11 @@ Status Tape::backward() const {
     if (needs_dout(e.kind) && !e.out.grad.defined())
       return Status(Code::kInvalidArgument, std::string("tape backward: entry ") + std::to_string(i) + " (" +
                                                 op_kind_name(e.kind) + ") has no output gradient");
+    if (i > 0 && entries_[i - 1].recompute) {
+      Status s = replay_forward(entries_[i - 1]);
+      if (!s.ok()) return s.with_context("tape entry " + std::to_string(i - 1) + " (recomputing " +
+                                         op_kind_name(entries_[i - 1].kind) + ")");
+    }
     Status s = backward_one(e);
     if (!s.ok()) return s.with_context("tape entry " + std::to_string(i) + " (" + op_kind_name(e.kind) + ")");
   }
@@ -116,20 +147,21 @@ Status embedding(Tape& tape, const Var& out, const Tensor& tokens, const Var& wt
 }
 
 Status layernorm(Tape& tape, const Var& out, const Tensor& mean, const Tensor& rstd, const Var& inp, const Var& weight,
-                 const Var& bias, GradInit init) {
+                 const Var& bias, GradInit init, bool recompute) {
   const ProfileRange profile("layernorm fwd");
   ZW_TRY(layernorm_forward(out.value, mean, rstd, inp.value, weight.value, bias.value));
-  tape.push(TapeEntry{OpKind::kLayerNorm, out, {inp, weight, bias, {}}, {mean, rstd, {}, {}}, 0.0, init});
+  tape.push(TapeEntry{OpKind::kLayerNorm, out, {inp, weight, bias, {}}, {mean, rstd, {}, {}}, 0.0, init, recompute});
   return Status();
 }
 
 Status residual_layernorm(Tape& tape, const Var& res, const Var& out, const Tensor& mean, const Tensor& rstd,
-                          const Var& a, const Var& b, const Var& weight, const Var& bias) {
+                          const Var& a, const Var& b, const Var& weight, const Var& bias, bool recompute) {
   const ProfileRange profile("residual_layernorm fwd");
   if (!res.grad.defined())
     return Status(Code::kInvalidArgument, "record residual_layernorm: res needs a gradient buffer for backward");
   ZW_TRY(residual_layernorm_forward(res.value, out.value, mean, rstd, a.value, b.value, weight.value, bias.value));
-  tape.push(TapeEntry{OpKind::kResidualLayerNorm, out, {a, b, weight, bias}, {mean, rstd, res.value, res.grad}, 0.0});
+  tape.push(TapeEntry{OpKind::kResidualLayerNorm, out, {a, b, weight, bias}, {mean, rstd, res.value, res.grad}, 0.0,
+                      GradInit::kAccumulate, recompute});
   return Status();
 }
 
@@ -137,6 +169,21 @@ Status linear(Tape& tape, const Var& out, const Var& inp, const Var& weight, con
   const ProfileRange profile("linear fwd");
   ZW_TRY(linear_forward(out.value, inp.value, weight.value, bias.value));
   tape.push(TapeEntry{OpKind::kLinear, out, {inp, weight, bias, {}}, {}, 0.0, init});
+  return Status();
+}
+
+Status linear_gelu(Tape& tape, const Var& post, const Var& pre, const Var& inp, const Var& weight, const Var& bias,
+                   GradInit init, bool recompute) {
+  const ProfileRange profile("linear+gelu fwd");
+  ZW_TRY(linear_gelu_forward(post.value, pre.value, inp.value, weight.value, bias.value));
+  tape.push(TapeEntry{OpKind::kLinearGelu, pre, {inp, weight, bias, {}}, {post.value, {}, {}, {}}, 0.0, init, recompute});
+  return Status();
+}
+
+Status gelu_linear(Tape& tape, const Var& out, const Tensor& post, const Var& pre, const Var& weight, const Var& bias) {
+  const ProfileRange profile("linear fwd");
+  ZW_TRY(linear_forward(out.value, post, weight.value, bias.value));
+  tape.push(TapeEntry{OpKind::kGeluLinear, out, {pre, weight, bias, {}}, {post, {}, {}, {}}, 0.0});
   return Status();
 }
 

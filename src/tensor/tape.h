@@ -12,6 +12,12 @@
 // the backward pass itself (cross_entropy records dloss = 1/rows for the mean loss).
 // Entries can be copied and their Vars redirected before replaying them (the model does so when a ZeRO-3 unit
 // was gathered to another address between forward and backward: see model/gpt.h).
+// Recomputation: an entry recorded with `recompute` (layernorm, residual_layernorm, linear_gelu) may have its output
+// value overwritten after its consumer's forward (the model keeps one buffer for every block's layernorm outputs and
+// one for the GELU outputs). backward() replays the part of its forward that produces that value (the normalization;
+// the GELU from the saved pre-activation) right before the backward of the NEXT entry, its only consumer, which
+// saves the memory of keeping it per block for one cheap pointwise pass. The replay writes the same bits as forward
+// on the CPU; on CUDA the GELU of a fused linear_gelu is recomputed from the rounded pre-activation (ops.h).
 // Threading: a Tape is used by one thread at a time. Non-goals: a general graph, higher-order gradients,
 // automatic zeroing of parameter gradients, freeing activations early.
 #pragma once
@@ -30,6 +36,8 @@ enum class OpKind : uint8_t {
   kLayerNorm,
   kResidualLayerNorm,
   kLinear,
+  kLinearGelu,  // linear_gelu_forward; backward: linear_backward with dout = the pre-activation's gradient
+  kGeluLinear,  // linear whose input is gelu(pre): linear_backward_gelu
   kGelu,
   kResidual,
   kAttention,
@@ -46,6 +54,7 @@ struct TapeEntry {
   Tensor saved[4];                        // forward-saved tensors, ids and scratch (mean/rstd, att, probs, ...)
   double scalar = 0.0;                    // cross-entropy: dloss per position; attention: number of heads
   GradInit init = GradInit::kAccumulate;  // how backward treats in[0].grad (ops.h)
+  bool recompute = false;                 // replay forward's output before the next entry's backward (above)
 };
 
 class Tape {
@@ -71,15 +80,22 @@ class Tape {
 // (in[0].grad): kOverwrite where the recorded op is the first writer of a fresh activation gradient.
 namespace record {
 Status embedding(Tape& tape, const Var& out, const Tensor& tokens, const Var& wte, const Var& wpe);
+// With `recompute`, out.value may be overwritten once the next recorded op's forward has read it (see above).
 Status layernorm(Tape& tape, const Var& out, const Tensor& mean, const Tensor& rstd, const Var& inp, const Var& weight,
-                 const Var& bias, GradInit init = GradInit::kAccumulate);
+                 const Var& bias, GradInit init = GradInit::kAccumulate, bool recompute = false);
 // res = a + b; out = layernorm(res). Backward: layernorm into res.grad (accumulating), then the residual's.
 Status residual_layernorm(Tape& tape, const Var& res, const Var& out, const Tensor& mean, const Tensor& rstd,
-                          const Var& a, const Var& b, const Var& weight, const Var& bias);
+                          const Var& a, const Var& b, const Var& weight, const Var& bias, bool recompute = false);
 // bias.value may be undefined (no bias).
 Status linear(Tape& tape, const Var& out, const Var& inp, const Var& weight, const Var& bias,
               GradInit init = GradInit::kAccumulate);
 Status gelu(Tape& tape, const Var& out, const Var& inp, GradInit init = GradInit::kAccumulate);
+// The MLP pair (ops.h): pre = inp·Wᵀ + b, post = gelu(pre) (post.grad unused: the next op writes pre.grad through the
+// GELU); then out = post·W2ᵀ + b2 recorded with gelu_linear, whose backward writes pre.grad. With `recompute`,
+// post.value may be reused after gelu_linear's forward (one buffer for every block): backward recomputes it.
+Status linear_gelu(Tape& tape, const Var& post, const Var& pre, const Var& inp, const Var& weight, const Var& bias,
+                   GradInit init = GradInit::kAccumulate, bool recompute = false);
+Status gelu_linear(Tape& tape, const Var& out, const Tensor& post, const Var& pre, const Var& weight, const Var& bias);
 Status residual(Tape& tape, const Var& out, const Var& a, const Var& b);
 // stats/scratch: attention_stats_shape / attention_scratch_shape of the device.
 Status attention(Tape& tape, const Var& out, const Tensor& stats, const Tensor& scratch, const Var& qkv, int num_heads,

@@ -40,6 +40,10 @@ Status residual_layernorm_forward(const Tensor& res, const Tensor& out, const Te
 Status linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias);
 Status linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                        const Tensor& inp, const Tensor& weight, GradInit init);
+Status linear_gelu_forward(const Tensor& out, const Tensor& pre, const Tensor& inp, const Tensor& weight,
+                           const Tensor& bias);
+Status linear_backward_gelu(const Tensor& dpre, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                            const Tensor& inp, const Tensor& weight, const Tensor& pre);
 Status gelu_forward(const Tensor& out, const Tensor& inp);
 Status gelu_backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp, GradInit init);
 Status residual_forward(const Tensor& out, const Tensor& a, const Tensor& b);

@@ -1,5 +1,6 @@
-// tensor/cuda/linear.cu — linear_forward / linear_backward on a CUDA device: cuBLASLt matmuls planned once per shape
-// (the context's BlasPlans cache), and a deterministic two-stage column sum for the bias gradient.
+// tensor/cuda/linear.cu — linear_forward / linear_backward (and the MLP's GELU pair, linear_gelu_forward /
+// linear_backward_gelu) on a CUDA device: cuBLASLt matmuls planned once per shape (the context's BlasPlans cache), and a
+// deterministic two-stage column sum for the bias gradient.
 //
 // Row-major tensors are column-major transposes, so every product is written for cuBLASLt as its transpose:
 //   forward  outᵀ[OC,N]  = W·inpᵀ       A = W   (C×OC, ld C, op T), B = inp  (C×N, ld C, op N),  D ld OC
@@ -7,7 +8,12 @@
 //   dweight  dWᵀ[C,OC]  += inpᵀ·dout    A = inp (C×N, ld C, op N),  B = dout (OC×N, ld OC, op T), D ld C (f32)
 // Values are f32, bf16 or f16 with CUBLAS_COMPUTE_32F (plain f32 for f32 tensors: no TF32) and f32 alpha/beta; the
 // weight gradient is f32 (bf16/f16 inputs, f32 output, beta = 1). The forward bias rides in the
-// CUBLASLT_EPILOGUE_BIAS epilogue (bias in the value dtype). The bias gradient db[OC] += Σ_rows dout is our own
+// CUBLASLT_EPILOGUE_BIAS epilogue (bias in the value dtype). GELU fusions: forward CUBLASLT_EPILOGUE_GELU_AUX(_BIAS) writes
+// gelu(sum) to D and the pre-activation to the aux matrix (same layout as D); the input gradient of the layer after the
+// GELU uses CUBLASLT_EPILOGUE_DGELU (D = product ∘ gelu'(aux)). cuBLASLt's GELU is the tanh form (GPT-2's); where it
+// offers no such kernel for a shape (the aux leading dimension must be a multiple of 8, aux 16-byte aligned), the
+// unfused pair (matmul, then pointwise.cu's GELU kernels) runs instead, with the same results up to rounding. The bias
+// gradient db[OC] += Σ_rows dout is our own
 // kernel pair: stage 1 sums fixed row blocks per column into f32 partials in the context scratch, stage 2 adds
 // the partials of each column in block order into db — no atomics, a fixed order, the same bits on every run.
 // cuBLAS documents bit-wise reproducible results for one toolkit version on one GPU model, and its split-K
@@ -16,7 +22,8 @@
 // Allocation: the FIRST call of each distinct plan key (shape, dtypes, epilogue, beta, pointer alignments) creates
 // the cache (once per context) and one host-side entry (cuBLASLt descriptors, heuristic query); later calls with
 // that key allocate nothing and only queue work on the context's stream.
-// Non-goals: batched/strided matmul, fused GELU epilogues, autotuning beyond cuBLASLt's first heuristic answer.
+// Non-goals: batched/strided matmul, bias-gradient epilogues (ours is deterministic by construction), autotuning beyond
+// cuBLASLt's first heuristic answer.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -36,6 +43,11 @@ namespace zw::tensor::cuda {
 namespace {
 
 enum class GemmKind : int64_t { kForward, kDinp, kDweight };
+enum class Fusion : int64_t {
+  kNone,   // D = product (+ bias)
+  kGelu,   // D = gelu(product (+ bias)), aux = product (+ bias)
+  kDgelu,  // D = product ∘ gelu'(aux)
+};
 
 const char* gemm_name(GemmKind kind) {
   switch (kind) {
@@ -59,9 +71,22 @@ struct Gemm {
   const void* a = nullptr;
   const void* b = nullptr;
   void* d = nullptr;
-  const void* bias = nullptr;  // non-null: CUBLASLT_EPILOGUE_BIAS with this [m] vector
+  const void* bias = nullptr;  // non-null: the bias epilogue with this [m] vector
+  Fusion fusion = Fusion::kNone;
+  void* aux = nullptr;  // kGelu: written (pre-activation); kDgelu: read; laid out as D (ld ldd)
   float beta = 0.0f;
 };
+
+cublasLtEpilogue_t epilogue_of(const Gemm& g) {
+  switch (g.fusion) {
+    case Fusion::kGelu:
+      return g.bias != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    case Fusion::kDgelu:
+      return CUBLASLT_EPILOGUE_DGELU;
+    default:
+      return g.bias != nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  }
+}
 
 cudaDataType_t blas_type(DataType d) {
   switch (d) {
@@ -86,7 +111,9 @@ uint32_t alignment(const void* p) {
 std::string describe(const Gemm& g) {
   return std::string(gemm_name(g.kind)) + ": m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
          " k=" + std::to_string(g.k) + " (A/B " + dtype_name(g.ab) + ", C/D " + dtype_name(g.cd) +
-         (g.bias != nullptr ? ", bias epilogue" : "") + ", beta " + (g.beta != 0.0f ? "1" : "0") + ")";
+         (g.bias != nullptr ? ", bias" : "") +
+         (g.fusion == Fusion::kGelu ? ", gelu epilogue" : g.fusion == Fusion::kDgelu ? ", dgelu epilogue" : "") +
+         ", beta " + (g.beta != 0.0f ? "1" : "0") + ")";
 }
 
 Status blas_error(const Gemm& g, const char* what, cublasStatus_t st) {
@@ -100,23 +127,25 @@ Status blas_error(const Gemm& g, const char* what, cublasStatus_t st) {
     if (zw_blas_st_ != CUBLAS_STATUS_SUCCESS) return blas_error(g, #call, zw_blas_st_); \
   } while (0)
 
-using PlanKey = std::array<int64_t, 17>;
+using PlanKey = std::array<int64_t, 19>;
 
 PlanKey plan_key(const Gemm& g) {
   const int64_t shape[] = {int64_t(g.kind), int64_t(g.ta), int64_t(g.tb), g.m, g.n, g.k, g.lda, g.ldb, g.ldd};
-  const int64_t rest[] = {int64_t(g.ab),  int64_t(g.cd),  g.bias != nullptr, g.beta != 0.0f,
-                          alignment(g.a), alignment(g.b), alignment(g.d),    alignment(g.bias)};
+  const int64_t rest[] = {int64_t(g.ab),  int64_t(g.cd),  g.bias != nullptr, g.beta != 0.0f,    int64_t(g.fusion),
+                          alignment(g.a), alignment(g.b), alignment(g.d),    alignment(g.bias), alignment(g.aux)};
   PlanKey key{};
   std::copy(std::begin(shape), std::end(shape), key.begin());
   std::copy(std::begin(rest), std::end(rest), key.begin() + std::size(shape));
   return key;
 }
 
-// What a plan holds: the descriptors of one key and the algorithm the heuristic chose for them.
+// What a plan holds: the descriptors of one key and the algorithm the heuristic chose for them. A fused key that
+// cuBLASLt cannot run is cached too (usable false, no descriptors), so its callers fall back without asking again.
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;  // d serves as C and D
   cublasLtMatmulAlgo_t algo{};
+  bool usable = true;
 };
 
 void destroy_plan(Plan& p) {
@@ -148,7 +177,7 @@ Status make_descriptors(const Gemm& g, Plan* p) {
   const int32_t ta = g.ta, tb = g.tb;
   ZW_BLAS_TRY(g, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   ZW_BLAS_TRY(g, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  const cublasLtEpilogue_t epilogue = g.bias != nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  const cublasLtEpilogue_t epilogue = epilogue_of(g);
   ZW_BLAS_TRY(g, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
   if (g.bias != nullptr) {
     const int32_t bias_type = blas_type(g.cd);
@@ -156,6 +185,13 @@ Status make_descriptors(const Gemm& g, Plan* p) {
         g, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
     // The heuristic reads the pointer's alignment; run_gemm sets the pointer of each call again.
     ZW_BLAS_TRY(g, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+  }
+  if (g.fusion != Fusion::kNone) {
+    const int64_t aux_ld = g.ldd;
+    ZW_BLAS_TRY(g, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld,
+                                                  sizeof(aux_ld)));
+    ZW_BLAS_TRY(g, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux,
+                                                  sizeof(g.aux)));
   }
   const bool a_n = g.ta == CUBLAS_OP_N, b_n = g.tb == CUBLAS_OP_N;
   ZW_BLAS_TRY(g, cublasLtMatrixLayoutCreate(&p->a, blas_type(g.ab), uint64_t(a_n ? g.m : g.k),
@@ -211,17 +247,29 @@ Result<const Plan*> find_plan(const Gemm& g, CudaContext::Impl& ctx) {
   if (s.ok()) s = choose_algo(g, ctx, &plan);
   if (!s.ok()) {
     destroy_plan(plan);
-    return s;
+    if (g.fusion == Fusion::kNone) return s;
+    plan.usable = false;  // the caller runs the unfused pair
   }
   return &plans.emplace(key, plan).first->second;
+}
+
+// Whether cuBLASLt runs g's fused epilogue (planning it on first use); false: run the unfused pair instead.
+Result<bool> fusion_available(const Gemm& g) {
+  if (g.ldd % 8 != 0 || alignment(g.aux) < 16) return false;  // cuBLASLt's documented aux requirements
+  ZW_ASSIGN_OR_RETURN(const Plan* plan, find_plan(g, current()));
+  return plan->usable;
 }
 
 Status run_gemm(const Gemm& g) {
   CudaContext::Impl& ctx = current();
   ZW_ASSIGN_OR_RETURN(const Plan* plan, find_plan(g, ctx));
+  if (!plan->usable) return Status(Code::kInternal, describe(g) + ": ran a fused plan cuBLASLt cannot run");
   if (g.bias != nullptr)
     ZW_BLAS_TRY(g,
                 cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+  if (g.fusion != Fusion::kNone)
+    ZW_BLAS_TRY(g, cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux,
+                                                  sizeof(g.aux)));
   const float alpha = 1.0f, beta = g.beta;
   ZW_BLAS_TRY(g, cublasLtMatmul(ctx.blas, plan->desc, &alpha, g.a, plan->a, g.b, plan->b, &beta, g.d, plan->d, g.d,
                                 plan->d, &plan->algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
@@ -334,12 +382,9 @@ Status bias_grad(const Tensor& dbias, const Tensor& dout, int64_t rows, int64_t 
   return Status();
 }
 
-}  // namespace
-
-Status linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) {
-  const int64_t N = leading_rows(inp.shape), C = inp.shape.last(), OC = weight.shape[0];
-  if (N == 0 || OC == 0) return Status();
-  if (C == 0) return broadcast_bias(out, bias, N, OC);
+// The three products of a layer with input [N, C], weight [OC, C], output [N, OC] (see the top of the file).
+Gemm forward_gemm(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, int64_t N, int64_t C,
+                  int64_t OC) {
   Gemm g;
   g.kind = GemmKind::kForward;
   g.ta = CUBLAS_OP_T;
@@ -349,26 +394,23 @@ Status linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight
   g.ab = g.cd = inp.dtype;
   g.a = weight.mem.ptr, g.b = inp.mem.ptr, g.d = out.mem.ptr;
   g.bias = bias.defined() ? bias.mem.ptr : nullptr;
-  g.beta = 0.0f;
-  return run_gemm(g);
+  return g;
 }
 
-Status linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                       const Tensor& inp, const Tensor& weight, GradInit init) {
-  const int64_t N = leading_rows(dout.shape), C = weight.shape[1], OC = weight.shape[0];
-  if (N == 0) return Status();
-  if (dinp.defined() && OC == 0 && init == GradInit::kOverwrite)
-    ZW_CUDA_TRY(cudaMemsetAsync(dinp.mem.ptr, 0, dinp.bytes(), stream()));
-  if (dinp.defined() && OC > 0 && C > 0) {
-    Gemm g;
-    g.kind = GemmKind::kDinp;
-    g.m = C, g.n = N, g.k = OC;
-    g.lda = C, g.ldb = OC, g.ldd = C;
-    g.ab = g.cd = dout.dtype;
-    g.a = weight.mem.ptr, g.b = dout.mem.ptr, g.d = dinp.mem.ptr;
-    g.beta = init == GradInit::kOverwrite ? 0.0f : 1.0f;
-    ZW_TRY(run_gemm(g));
-  }
+Gemm dinp_gemm(const Tensor& dinp, const Tensor& dout, const Tensor& weight, int64_t N, int64_t C, int64_t OC,
+               GradInit init) {
+  Gemm g;
+  g.kind = GemmKind::kDinp;
+  g.m = C, g.n = N, g.k = OC;
+  g.lda = C, g.ldb = OC, g.ldd = C;
+  g.ab = g.cd = dout.dtype;
+  g.a = weight.mem.ptr, g.b = dout.mem.ptr, g.d = dinp.mem.ptr;
+  g.beta = init == GradInit::kOverwrite ? 0.0f : 1.0f;
+  return g;
+}
+
+Status dweight_dbias(const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp, int64_t N,
+                     int64_t C, int64_t OC) {
   if (dweight.defined() && OC > 0 && C > 0) {
     Gemm g;
     g.kind = GemmKind::kDweight;
@@ -383,6 +425,63 @@ Status linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& 
   }
   if (dbias.defined() && OC > 0) ZW_TRY(bias_grad(dbias, dout, N, OC));
   return Status();
+}
+
+}  // namespace
+
+Status linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) {
+  const int64_t N = leading_rows(inp.shape), C = inp.shape.last(), OC = weight.shape[0];
+  if (N == 0 || OC == 0) return Status();
+  if (C == 0) return broadcast_bias(out, bias, N, OC);
+  return run_gemm(forward_gemm(out, inp, weight, bias, N, C, OC));
+}
+
+Status linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                       const Tensor& inp, const Tensor& weight, GradInit init) {
+  const int64_t N = leading_rows(dout.shape), C = weight.shape[1], OC = weight.shape[0];
+  if (N == 0) return Status();
+  if (dinp.defined() && OC == 0 && init == GradInit::kOverwrite)
+    ZW_CUDA_TRY(cudaMemsetAsync(dinp.mem.ptr, 0, dinp.bytes(), stream()));
+  if (dinp.defined() && OC > 0 && C > 0) ZW_TRY(run_gemm(dinp_gemm(dinp, dout, weight, N, C, OC, init)));
+  return dweight_dbias(dweight, dbias, dout, inp, N, C, OC);
+}
+
+Status linear_gelu_forward(const Tensor& out, const Tensor& pre, const Tensor& inp, const Tensor& weight,
+                           const Tensor& bias) {
+  const int64_t N = leading_rows(inp.shape), C = inp.shape.last(), OC = weight.shape[0];
+  if (N == 0 || OC == 0) return Status();
+  if (C > 0) {
+    Gemm g = forward_gemm(out, inp, weight, bias, N, C, OC);
+    g.fusion = Fusion::kGelu;
+    g.aux = pre.mem.ptr;
+    ZW_ASSIGN_OR_RETURN(const bool fused, fusion_available(g));
+    if (fused) return run_gemm(g);
+  }
+  ZW_TRY(cuda::linear_forward(pre, inp, weight, bias));
+  return cuda::gelu_forward(out, pre);
+}
+
+Status linear_backward_gelu(const Tensor& dpre, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                            const Tensor& inp, const Tensor& weight, const Tensor& pre) {
+  const int64_t N = leading_rows(dout.shape), C = weight.shape[1], OC = weight.shape[0];
+  if (N == 0) return Status();
+  if (dpre.defined() && C > 0) {
+    if (OC == 0) {
+      ZW_CUDA_TRY(cudaMemsetAsync(dpre.mem.ptr, 0, dpre.bytes(), stream()));
+    } else {
+      Gemm g = dinp_gemm(dpre, dout, weight, N, C, OC, GradInit::kOverwrite);
+      g.fusion = Fusion::kDgelu;
+      g.aux = pre.mem.ptr;
+      ZW_ASSIGN_OR_RETURN(const bool fused, fusion_available(g));
+      if (fused) {
+        ZW_TRY(run_gemm(g));
+      } else {
+        ZW_TRY(run_gemm(dinp_gemm(dpre, dout, weight, N, C, OC, GradInit::kOverwrite)));
+        ZW_TRY(cuda::gelu_backward(dpre, dpre, pre, GradInit::kOverwrite));  // in place: one thread per element
+      }
+    }
+  }
+  return dweight_dbias(dweight, dbias, dout, inp, N, C, OC);
 }
 
 }  // namespace zw::tensor::cuda
