@@ -65,6 +65,7 @@ const Row kKnobTable[] = {
   {{"ZW_CUDA_ALGO", KnobType::kString, "auto", "device-memory collectives on one node: direct (every GPU reads/writes every peer), ring (neighbours only), auto (direct: every pair of GPUs must be peer-accessible for CUDA IPC anyway, and direct measured faster)", false}, &Knobs::cuda_algo},
   {{"ZW_CUDA_CE_BYTES", KnobType::kBytes, "0", "node-local all-gathers moving at least this many bytes per rank push with the copy engines (cudaMemcpyAsync to the peers) instead of SM loads/stores; 0 = never (the default: on 2xH200 copy engines between processes measured 267 GB/s at 1 GiB, SM stores 361)", false}, &Knobs::cuda_ce_bytes},
   {{"ZW_CUDA_ONESHOT_BYTES", KnobType::kBytes, "512K", "node-local out-of-place all-reduces whose every rank would read more than 64K and at most this many bytes from its peers (buffer bytes x (ranks - 1)) run one-shot: each GPU reads every input whole and sums into its own output (one NVLink trip instead of reduce-scatter then write-back; same rank-order sum); 0 = never", false}, &Knobs::cuda_oneshot_bytes},
+  {{"ZW_CUDA_GELU_FUSION", KnobType::kString, "forward", "the transformer MLP's GELU in cuBLASLt matmul epilogues (tensor layer): forward (GELU_AUX_BIAS in the first linear; the GELU gradient by its own kernel), both (also DGELU in the projection's input gradient), none (separate GELU kernels); forward measured fastest on an H200 (docs/PERF.md)", false}, &Knobs::cuda_gelu_fusion},
 };
 // clang-format on
 

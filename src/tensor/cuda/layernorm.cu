@@ -12,13 +12,14 @@
 // Backward: dinp by the row kernels (rstd·(g - mean(g) - xhat·mean(g·xhat)), g = dout·weight). dweight/dbias by
 // a column kernel: block (channel block of 32 groups, chunk of rows) with 8 warps striding the chunk's rows; the
 // warps' sums are combined in warp order through shared memory into one f32 partial per (chunk, channel) in the
-// context scratch; a second kernel adds each channel's partials in chunk order into dweight/dbias. No atomics.
+// context scratch; column_sums.cuh adds each channel's partials in a fixed order into dweight/dbias. No atomics.
 // Non-goals: RMSNorm, C large enough that 2·chunks·C floats of partials do not fit the scratch.
 #include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <type_traits>
 
+#include "tensor/cuda/column_sums.cuh"
 #include "tensor/cuda/context_impl.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/cuda_ops.h"
@@ -242,21 +243,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// dweight[c] += Σ_chunk part_dw[chunk, c] (chunk order), the same for dbias; either output may be null.
-__global__ void __launch_bounds__(kThreads) layernorm_dparams_final(float* dweight, float* dbias, const float* part_dw,
-                                                                    const float* part_db, int chunks, int64_t C) {
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  for (int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; c < C; c += stride) {
-    float sw = 0.0f, sb = 0.0f;
-    for (int q = 0; q < chunks; ++q) {
-      sw += part_dw[q * C + c];
-      sb += part_db[q * C + c];
-    }
-    if (dweight != nullptr) dweight[c] += sw;
-    if (dbias != nullptr) dbias[c] += sb;
-  }
-}
-
 // Calls fn(std::integral_constant<int, J>{}) for the smallest J in {1, 2, 4, 8, 16} with J ≥ need and
 // J·P ≤ kMaxRowFloats; false when there is none (the caller then takes the general path).
 template <int P, class Fn>
@@ -360,10 +346,9 @@ Status launch_dparams(const Tensor& dweight, const Tensor& dbias, const Tensor& 
         part_dw, part_db, dout.data<T>(), inp.data<T>(), mean.data<float>(), rstd.data<float>(), N, C, rows_per_chunk);
   }
   ZW_CUDA_LAUNCH_TRY("layernorm_backward: partial dweight/dbias kernel");
-  layernorm_dparams_final<<<grid_for(C, kThreads), kThreads, 0, ctx.stream>>>(
-      dweight.data<float>(), dbias.data<float>(), part_dw, part_db, int(chunks), C);
-  ZW_CUDA_LAUNCH_TRY("layernorm_backward: dweight/dbias kernel");
-  return Status();
+  return add_column_sums(ctx.stream, "layernorm_backward: dweight/dbias kernel",
+                         ColumnSumJob{dweight.defined() ? dweight.data<float>() : nullptr, part_dw},
+                         ColumnSumJob{dbias.defined() ? dbias.data<float>() : nullptr, part_db}, chunks, C);
 }
 
 }  // namespace

@@ -12,10 +12,10 @@
 // gelu(sum) to D and the pre-activation to the aux matrix (same layout as D); the input gradient of the layer after the
 // GELU uses CUBLASLT_EPILOGUE_DGELU (D = product ∘ gelu'(aux)). cuBLASLt's GELU is the tanh form (GPT-2's); where it
 // offers no such kernel for a shape (the aux leading dimension must be a multiple of 8, aux 16-byte aligned), the
-// unfused pair (matmul, then pointwise.cu's GELU kernels) runs instead, with the same results up to rounding. The bias
-// gradient db[OC] += Σ_rows dout is our own
-// kernel pair: stage 1 sums fixed row blocks per column into f32 partials in the context scratch, stage 2 adds
-// the partials of each column in block order into db — no atomics, a fixed order, the same bits on every run.
+// unfused pair (matmul, then pointwise.cu's GELU kernels) runs instead, with the same results up to rounding; so it does
+// for what ZW_CUDA_GELU_FUSION turns off (default "forward": cuBLASLt's DGELU kernels ran slower on an H200 than the
+// plain matmul and our GELU backward together). The bias gradient db[OC] += Σ_rows dout is our own kernel pair: stage 1 sums fixed row blocks per column into f32 partials in the context scratch, stage 2
+// (column_sums.cuh) adds the partials of each column in a fixed order into db — no atomics, a fixed order, the same bits on every run.
 // cuBLAS documents bit-wise reproducible results for one toolkit version on one GPU model, and its split-K
 // reduction schemes (in place with ordering counters, or a separate reduction pass) are all ordered; we opt into
 // nothing that is not (no atomic-sync attributes). The plan cache fixes the algorithm per shape and alignment.
@@ -34,6 +34,8 @@
 #include <map>
 #include <string>
 
+#include "common/knobs.h"
+#include "tensor/cuda/column_sums.cuh"
 #include "tensor/cuda/context_impl.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/cuda_ops.h"
@@ -253,8 +255,16 @@ Result<const Plan*> find_plan(const Gemm& g, CudaContext::Impl& ctx) {
   return &plans.emplace(key, plan).first->second;
 }
 
+// Whether ZW_CUDA_GELU_FUSION asks for g's epilogue: "none", "forward" (GELU_AUX only) or "both".
+bool fusion_wanted(Fusion f) {
+  const std::string& mode = knobs().cuda_gelu_fusion;
+  if (mode == "none") return false;
+  return f == Fusion::kGelu || mode == "both";
+}
+
 // Whether cuBLASLt runs g's fused epilogue (planning it on first use); false: run the unfused pair instead.
 Result<bool> fusion_available(const Gemm& g) {
+  if (!fusion_wanted(g.fusion)) return false;
   if (g.ldd % 8 != 0 || alignment(g.aux) < 16) return false;  // cuBLASLt's documented aux requirements
   ZW_ASSIGN_OR_RETURN(const Plan* plan, find_plan(g, current()));
   return plan->usable;
@@ -335,16 +345,6 @@ __global__ void __launch_bounds__(kSumCols* kSumLanes)
   partials[int64_t(blockIdx.y) * cols + col] = total;
 }
 
-// One thread per column adds the row blocks' partials in block order, then adds that into dbias.
-__global__ void __launch_bounds__(256)
-    column_finish_kernel(float* dbias, const float* partials, int64_t row_blocks, int64_t cols) {
-  const int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (col >= cols) return;
-  float sum = 0.0f;
-  for (int64_t b = 0; b < row_blocks; ++b) sum += partials[b * cols + col];
-  dbias[col] += sum;
-}
-
 Status bias_grad(const Tensor& dbias, const Tensor& dout, int64_t rows, int64_t cols) {
   const int64_t col_blocks = (cols + kSumCols - 1) / kSumCols;
   // A function of the shape only, so the summation order (and the bits) never depend on the device.
@@ -376,10 +376,8 @@ Status bias_grad(const Tensor& dbias, const Tensor& dout, int64_t rows, int64_t 
       break;
   }
   ZW_CUDA_LAUNCH_TRY("linear_backward: dbias partial sums");
-  column_finish_kernel<<<unsigned((cols + 255) / 256), 256, 0, ctx.stream>>>(dbias.data<float>(), partials, row_blocks,
-                                                                             cols);
-  ZW_CUDA_LAUNCH_TRY("linear_backward: dbias final sums");
-  return Status();
+  return add_column_sums(ctx.stream, "linear_backward: dbias final sums", ColumnSumJob{dbias.data<float>(), partials},
+                         ColumnSumJob{}, row_blocks, cols);
 }
 
 // The three products of a layer with input [N, C], weight [OC, C], output [N, OC] (see the top of the file).
