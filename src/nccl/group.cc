@@ -1,0 +1,199 @@
+// nccl/group.cc — ncclGroupStart/End/SimulateEnd and issuing operations on zerowire.
+//
+// Between ncclGroupStart and the matching ncclGroupEnd (groups nest; the outermost End counts) each thread records
+// communicator creations and operations. At End: the creations run first, each in a thread of its own when there
+// are several (nccl-tests' -g N creates the N ranks of one communicator in one group, so they must meet in the store
+// at the same time), then every communicator's operations are issued (in a thread per communicator when there are
+// several, because a device collective waits until the peers' host threads issued it too).
+// Per communicator, issue() runs the collectives in their recorded order and then every send and receive of the
+// group as one zw::send_recv batch: every rank orders its group the same way whatever the interleaving it used,
+// and a batch posts all receives before any send waits (NCCL's deadlock-free group semantics).
+// Host memory (zerowire's extension) is waited for before issue() returns; device memory is stream-ordered, and its
+// Work handles are kept for ncclCommGetAsyncError.
+#include <algorithm>
+
+#include "kernels/reduce.h"
+#include "nccl/nccl_internal.h"
+
+namespace zw::nccl {
+namespace {
+
+struct GroupState {
+  int depth = 0;
+  std::vector<std::pair<ncclComm*, Op>> ops;
+  std::vector<std::pair<ncclComm*, std::function<ncclResult_t()>>> inits;
+};
+
+thread_local GroupState t_group;
+
+// Runs fns (several at once in threads of their own) and returns the first failure.
+template <typename F>
+ncclResult_t run_all(std::vector<F>& fns) {
+  if (fns.size() == 1) return fns[0]();
+  std::vector<ncclResult_t> results(fns.size(), ncclSuccess);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < fns.size(); ++i) threads.emplace_back([&, i] { results[i] = fns[i](); });
+  for (auto& t : threads) t.join();
+  for (ncclResult_t r : results)
+    if (r != ncclSuccess) return r;
+  return ncclSuccess;
+}
+
+// Host PreMulSum: zerowire pre-multiplies on the device path only, so the input is scaled into the communicator's
+// scratch here and summed from there.
+void prescale_host(ncclComm* comm, Op& op) {
+  CollectiveOptions& o = op.options;
+  const size_t bytes = o.input.bytes;
+  if (comm->scratch.size() < bytes) comm->scratch.resize(bytes);
+  kernels::scale(o.dtype, comm->scratch.data(), o.input.ptr, bytes / dtype_size(o.dtype), o.premul);
+  o.input = MemRef::host(comm->scratch.data(), bytes);  // an in-place operation becomes out of place
+  o.premul = 1.0;
+}
+
+Result<Work> start(Communicator& zc, const Op& op) {
+  switch (op.kind) {
+    case Op::kAllReduce: return all_reduce(zc, op.options);
+    case Op::kAllGather: return all_gather(zc, op.options);
+    case Op::kReduceScatter: return reduce_scatter(zc, op.options);
+    case Op::kBroadcast: return broadcast(zc, op.options);
+    case Op::kReduce: return reduce(zc, op.options);
+    case Op::kAllToAll: return all_to_all(zc, op.options);
+    case Op::kGather: return gather(zc, op.options);
+    case Op::kScatter: return scatter(zc, op.options);
+    case Op::kSend:
+    case Op::kRecv: break;
+  }
+  return Status(Code::kInternal, "point-to-point operation issued as a collective");
+}
+
+const char* op_name(Op::Kind k) {
+  static const char* const kNames[] = {"ncclAllReduce", "ncclAllGather", "ncclReduceScatter", "ncclBroadcast",
+                                       "ncclReduce",    "ncclAlltoAll",  "ncclGather",        "ncclScatter",
+                                       "ncclSend",      "ncclRecv"};
+  return kNames[k];
+}
+
+// Waits for host work; keeps device work for ncclCommGetAsyncError (finished ones are dropped on the way).
+// A failure of the communicator itself (not of the call's arguments) is also its asynchronous error, as in NCCL.
+ncclResult_t failed(ncclComm* comm, const Status& s, const char* what) {
+  ncclResult_t r = fail(comm, s, std::string(what) + " on rank " + std::to_string(comm->rank));
+  if (!s.is_usage_error()) {
+    std::lock_guard<std::mutex> lock(comm->mu);
+    if (comm->async_error == ncclSuccess) {
+      comm->async_error = r;
+      comm->async_text = s.message();
+    }
+  }
+  return r;
+}
+
+ncclResult_t track(ncclComm* comm, Result<Work> work, bool host, const char* what) {
+  if (!work.ok()) return failed(comm, work.status(), what);
+  if (host) {
+    Status s = work->wait();
+    return s.ok() ? ncclSuccess : failed(comm, s, what);
+  }
+  std::lock_guard<std::mutex> lock(comm->mu);
+  while (!comm->pending.empty() && comm->pending.front().test()) {
+    Status s = comm->pending.front().wait();
+    comm->pending.pop_front();
+    if (!s.ok() && comm->async_error == ncclSuccess) {
+      comm->async_error = result_of(s);
+      comm->async_text = s.message();
+    }
+  }
+  comm->pending.push_back(std::move(work).value());
+  return ncclSuccess;
+}
+
+}  // namespace
+
+bool in_group() { return t_group.depth > 0; }
+
+void defer_init(ncclComm* comm, std::function<ncclResult_t()> init) {
+  t_group.inits.emplace_back(comm, std::move(init));
+}
+
+ncclResult_t submit(ncclComm* comm, Op op) {
+  if (in_group()) {
+    t_group.ops.emplace_back(comm, std::move(op));
+    return ncclSuccess;
+  }
+  std::vector<Op> ops{std::move(op)};
+  return issue(comm, ops);
+}
+
+ncclResult_t issue(ncclComm* comm, std::vector<Op>& ops) {
+  struct Active {  // ncclCommAbort from another thread waits until this call left the communicator
+    std::atomic<int>& n;
+    explicit Active(std::atomic<int>& c) : n(c) { ++n; }
+    ~Active() { --n; }
+  } active(comm->active);
+  if (ncclResult_t r = ready_comm(comm, op_name(ops[0].kind)); r != ncclSuccess) return r;
+  Communicator& zc = *comm->zw;
+  std::vector<P2POp> batch;
+  bool batch_host = false;
+  for (Op& op : ops) {
+    if (op.kind == Op::kSend || op.kind == Op::kRecv) {
+      batch.push_back(P2POp{op.kind == Op::kSend ? P2PKind::kSend : P2PKind::kRecv, op.options});
+      batch_host = batch_host || op.host;
+      continue;
+    }
+    if (op.host && op.options.premul != 1.0) prescale_host(comm, op);
+    if (ncclResult_t r = track(comm, start(zc, op), op.host, op_name(op.kind)); r != ncclSuccess) return r;
+  }
+  if (batch.empty()) return ncclSuccess;
+  return track(comm, send_recv(zc, batch), batch_host, batch.size() == 1 ? op_name(ops.back().kind) : "ncclGroupEnd");
+}
+
+}  // namespace zw::nccl
+
+using namespace zw::nccl;  // NOLINT(google-build-using-namespace): the C API below
+
+extern "C" {
+
+ncclResult_t ncclGroupStart(void) {
+  ++t_group.depth;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd(void) {
+  if (t_group.depth == 0) return fail(nullptr, ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+  if (--t_group.depth > 0) return ncclSuccess;
+  GroupState g = std::move(t_group);
+  t_group = GroupState{};
+  std::vector<std::function<ncclResult_t()>> inits;
+  for (auto& [comm, init] : g.inits) inits.push_back(std::move(init));
+  ncclResult_t result = inits.empty() ? ncclSuccess : run_all(inits);
+  // Operations per communicator, in the order the communicators first appeared.
+  std::vector<std::pair<ncclComm*, std::vector<Op>>> per_comm;
+  for (auto& [comm, op] : g.ops) {
+    auto it = std::find_if(per_comm.begin(), per_comm.end(), [c = comm](const auto& e) { return e.first == c; });
+    if (it == per_comm.end()) it = per_comm.insert(per_comm.end(), {comm, {}});
+    it->second.push_back(std::move(op));
+  }
+  std::vector<std::function<ncclResult_t()>> issues;
+  for (auto& [comm, ops] : per_comm) issues.push_back([c = comm, &o = ops] { return issue(c, o); });
+  ncclResult_t issued = issues.empty() ? ncclSuccess : run_all(issues);
+  return result != ncclSuccess ? result : issued;
+}
+
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* info) {
+  if (info == nullptr || info->magic != 0x74685283u)
+    return fail(nullptr, ncclInvalidArgument, "ncclGroupSimulateEnd: simInfo is NULL or not NCCL_SIM_INFO_INITIALIZER");
+  if (t_group.depth == 0) return fail(nullptr, ncclInvalidUsage, "ncclGroupSimulateEnd without ncclGroupStart");
+  // zerowire has no time model to report. Like NCCL's simulation, the group's operations are not launched.
+  const size_t dropped = t_group.ops.size();
+  if (--t_group.depth == 0) {
+    t_group.ops.clear();
+    std::vector<std::function<ncclResult_t()>> inits;  // communicator creations are not simulated: they happen
+    for (auto& [comm, init] : t_group.inits) inits.push_back(std::move(init));
+    t_group.inits.clear();
+    if (!inits.empty()) (void)run_all(inits);
+  }
+  return fail(nullptr, ncclInvalidUsage,
+              "ncclGroupSimulateEnd: zerowire cannot estimate the time of a group (no cost model is exposed); " +
+                  std::to_string(dropped) + " recorded operations were not launched");
+}
+
+}  // extern "C"
