@@ -68,8 +68,10 @@ class Strategy {
 // One process: parameters, f32 gradients and AdamW state in flat buffers on the model's device.
 Result<std::unique_ptr<Strategy>> make_flat_strategy(const TrainConfig& config, const model::GptLayout& layout,
                                                      const Placement& placement, tensor::CudaContext* cuda);
-// ZeRO-3 on `comm` with a parsed DeepSpeed config (host memory; the engine's device path is a later step).
+// ZeRO-3 on `comm` with a parsed DeepSpeed config: host memory (placement on the CPU, cuda null), or the engine's
+// device path on `cuda`'s device and stream (placement.dtype must be the config's fp16/bf16/fp32).
 Result<std::unique_ptr<Strategy>> make_zero_strategy(const TrainConfig& config, const zero::ZeroConfig& ds,
-                                                     Communicator& comm, const model::GptLayout& layout);
+                                                     Communicator& comm, const model::GptLayout& layout,
+                                                     const Placement& placement, tensor::CudaContext* cuda);
 
 }  // namespace zw::train

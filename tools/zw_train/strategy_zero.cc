@@ -15,7 +15,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include <algorithm>
 #include "model/gpt_layout.h"
+#include <thread>
 #include "zero/checkpoint/checkpoint.h"
 #include "zero/engine/engine.h"
 #include "zero/engine/engine_params.h"
@@ -27,8 +29,9 @@ namespace {
 
 class ZeroStrategy final : public Strategy {
  public:
-  ZeroStrategy(const TrainConfig& c, const zero::ZeroConfig& ds, Communicator& comm, const model::GptLayout& layout)
-      : c_(c), ds_(ds), comm_(comm), layout_(layout) {}
+  ZeroStrategy(const TrainConfig& c, const zero::ZeroConfig& ds, Communicator& comm, const model::GptLayout& layout,
+               const Placement& placement, tensor::CudaContext* cuda)
+      : c_(c), ds_(ds), comm_(comm), layout_(layout), place_(placement), cuda_(cuda) {}
   Status create();
 
   model::ParamProvider& params() override { return *params_; }
@@ -62,13 +65,23 @@ class ZeroStrategy final : public Strategy {
   const model::GptLayout& layout_;
   std::unique_ptr<zero::Engine> engine_;
   std::unique_ptr<zero::EngineParams> params_;
+  Placement place_;
+  tensor::CudaContext* cuda_;  // set: the engine's device path
 };
 
 Status ZeroStrategy::create() {
   if (ds_.scheduler.type != zero::SchedulerType::kNone)
     return Status(Code::kUnsupported,
                   "zw_train: the DeepSpeed \"scheduler\" block is not implemented by zw_train; "
+  const DataType ds_dtype = ds_.fp16.enabled   ? DataType::kFloat16
+                            : ds_.bf16.enabled ? DataType::kBFloat16
+                                               : DataType::kFloat32;
+  if (cuda_ != nullptr && place_.dtype != ds_dtype)
+    return Status(Code::kInvalidArgument, std::string("zw_train: --dtype asks for ") + dtype_name(place_.dtype) +
+                                              " but the DeepSpeed config trains in " + dtype_name(ds_dtype) +
+                                              " (its fp16/bf16 blocks); leave --dtype at auto or make them agree");
                   "remove it and use --lr, --min-lr and --warmup-steps");
+  eo.cuda = cuda_;
   if (ds_.explicit_keys.count("gradient_clipping") == 0) ds_.gradient_clipping = c_.grad_clip;
   zero::EngineOptions eo;
   eo.alignment = 16;
@@ -78,7 +91,10 @@ Status ZeroStrategy::create() {
   eo.adam.eps = 1e-8f;
   eo.adam.weight_decay = float(c_.weight_decay);
   eo.adam.adam_w_mode = true;
-  eo.optimizer_threads = 1;  // ranks already share the cores
+  // The host Adam (offloaded optimizer): on the CPU ranks already share the cores with the model; on the GPU the
+  // host cores are the optimizer's, split among the ranks of this host.
+  eo.optimizer_threads =
+      cuda_ == nullptr ? 1 : std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, comm_.size()));
   eo.timeline = !c_.timeline.empty();
   ZW_ASSIGN_OR_RETURN(engine_, zero::Engine::create(comm_, ds_, layout_, eo));
   params_ = std::make_unique<zero::EngineParams>(*engine_);
@@ -94,16 +110,19 @@ Status ZeroStrategy::init_params(uint64_t seed) {
 
 std::string ZeroStrategy::describe() const {
   const zero::EngineMemory m = engine_->memory();
-  char buf[320];
+  char buf[512];
   std::snprintf(buf, sizeof buf,
-                "ZeRO-3 on %d ranks (%s), %s; rank 0 holds params %zu B, adam %zu B, grads %zu B, gather pool %zu B "
-                "(%d buffers), reduce pool %zu B",
-                comm_.size(), comm_.transport_name(),
+                "ZeRO-3 on %d ranks (%s) on the %s, %s; rank 0 holds params %zu B, adam %zu B, grads %zu B, gather "
+                "pool %zu B (%d buffers), reduce pool %zu B; %zu B of it in device memory; optimizer %s",
+                comm_.size(), comm_.transport_name(), cuda_ != nullptr ? "GPU" : "CPU",
                 ds_.fp16.enabled   ? "fp16 + dynamic loss scale"
                 : ds_.bf16.enabled ? "bf16"
                                    : "fp32",
                 m.param_shard_bytes, m.optimizer_bytes, m.grad_shard_bytes, m.gather_pool_bytes,
-                engine_->prefetch().pool_buffers(), m.reduce_pool_bytes);
+                engine_->prefetch().pool_buffers(), m.reduce_pool_bytes, m.device_bytes,
+                ds_.zero.offload_optimizer.device == zero::OffloadDevice::kCpu ? "offloaded to the CPU"
+                : cuda_ != nullptr                                               ? "on the GPU"
+                                                                                 : "on the CPU");
   return buf;
 }
 
@@ -192,8 +211,9 @@ Status ZeroStrategy::finish(bool quiet) {
 }  // namespace
 
 Result<std::unique_ptr<Strategy>> make_zero_strategy(const TrainConfig& config, const zero::ZeroConfig& ds,
-                                                     Communicator& comm, const model::GptLayout& layout) {
-  auto s = std::make_unique<ZeroStrategy>(config, ds, comm, layout);
+                                                     Communicator& comm, const model::GptLayout& layout,
+                                                     const Placement& placement, tensor::CudaContext* cuda) {
+  auto s = std::make_unique<ZeroStrategy>(config, ds, comm, layout, placement, cuda);
   ZW_TRY(s->create());
   return std::unique_ptr<Strategy>(std::move(s));
 }

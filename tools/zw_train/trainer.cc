@@ -273,13 +273,13 @@ Result<TrainReport> run_zero_training(const TrainConfig& config, const zero::Zer
   Result<TrainReport> r = [&]() -> Result<TrainReport> {
     ZW_TRY(validate(config));
     TrainConfig c = config;
-    if (c.device == "auto") c.device = "cpu";  // the engine's device path is not built yet (see strategy.h)
+    if (c.device == "auto") c.device = "cpu";  // ZeRO-3 runs on the GPU when asked: --device cuda
+    // On the GPU the DeepSpeed config's precision is the compute dtype (make_zero_strategy checks an explicit one).
+    if (c.device == "cuda" && c.dtype == "auto")
+      c.dtype = ds.fp16.enabled ? "fp16" : ds.bf16.enabled ? "bf16" : "fp32";
     ZW_ASSIGN_OR_RETURN(const Placement placement, resolve_placement(c));
-    if (placement.device != MemKind::kHost)
-      return Status(Code::kUnsupported, "zw_train: ZeRO-3 (--deepspeed_config) runs on host memory for now; pass "
-                                        "--device cpu (or leave --device at auto)");
-    return train_with(c, placement, [&](const model::GptLayout& layout, tensor::CudaContext*) {
-      return make_zero_strategy(c, ds, comm, layout);
+    return train_with(c, placement, [&](const model::GptLayout& layout, tensor::CudaContext* cuda) {
+      return make_zero_strategy(c, ds, comm, layout, placement, cuda);
     });
   }();
   if (!r.ok()) {

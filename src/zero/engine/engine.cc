@@ -30,6 +30,22 @@ Status check_implemented(const ZeroConfig& config) {
                                                                            "stage3_prefetch_bucket_size");
   if (set("stage3_gather_16bit_weights_on_model_save") && z.gather_16bit_weights_on_model_save)
     return refuse("stage3_gather_16bit_weights_on_model_save", "use tools/zw_consolidate --dtype bf16|f16");
+// The device engine's placements (engine.h): what it cannot do is refused by name.
+Status check_device_placement(const ZeroConfig& config) {
+  const ZeroOptimizationConfig& z = config.zero;
+  const bool offload_opt = z.offload_optimizer.device == OffloadDevice::kCpu;
+  if (z.offload_param.device == OffloadDevice::kCpu && !offload_opt)
+    return Status(Code::kUnsupported,
+                  "zero engine (GPU): offload_param.device \"cpu\" needs offload_optimizer.device \"cpu\" too (the "
+                  "GPU optimizer writes the 16-bit weights in device memory); offload both or neither");
+  const OptimizerConfig& o = config.optimizer;
+  if (!offload_opt && o.type != OptimizerType::kNone && !o.adam_w_mode && o.weight_decay != 0)
+    return Status(Code::kUnsupported,
+                  "zero engine (GPU): the optimizer on the GPU is AdamW (tensor::FlatAdamW); Adam with L2 weight decay "
+                  "(adam_w_mode false) runs only offloaded: set offload_optimizer.device \"cpu\" or use AdamW");
+  return Status();
+}
+
   if (!z.allgather_partitions) return refuse("allgather_partitions = false", "partitions are all-gathered");
   if (!z.reduce_scatter) return refuse("reduce_scatter = false", "gradients are reduce-scattered");
   if (!z.contiguous_gradients) return refuse("contiguous_gradients = false", "gradients are contiguous per unit");
@@ -68,6 +84,7 @@ Result<std::unique_ptr<Engine>> Engine::create(Communicator& comm, const ZeroCon
       e->comm_dtype_ = DataType::kBFloat16;
       break;
     case CommDataType::kFp32:
+  if (options.cuda != nullptr) ZW_TRY(check_device_placement(config));
       e->comm_dtype_ = DataType::kFloat32;
       break;
   }
@@ -75,6 +92,13 @@ Result<std::unique_ptr<Engine>> Engine::create(Communicator& comm, const ZeroCon
   // prescale_gradients (the parser refuses both at once); the engine undoes it in the optimizer's grad_scale.
   e->predivide_ = double(comm.size()) * (g.prescale_gradients ? 1.0 : g.gradient_predivide_factor);
   ZW_TRY(e->allocate());
+MemRef Engine::grad_shard_ref() const {
+  const size_t n = size_t(pm_.total_shard_numel());
+  return device_ ? d_grad_.tensor().mem : MemRef::host(grad_acc_.data(), n * 4);
+}
+
+float* Engine::host_master() { return master_.size() > 0 ? master_.as<float>() : nullptr; }
+
   if (!options.declared_order.empty()) ZW_TRY(e->prefetch_->declare_order(options.declared_order));
   return e;
 }
@@ -83,14 +107,23 @@ Engine::~Engine() = default;
 
 Status Engine::allocate() {
   const size_t n = size_t(pm_.total_shard_numel());
-  ZW_ASSIGN_OR_RETURN(master_, alloc_pinned_hugepage(n * 4));
-  ZW_ASSIGN_OR_RETURN(m_, alloc_pinned_hugepage(n * 4));
-  ZW_ASSIGN_OR_RETURN(v_, alloc_pinned_hugepage(n * 4));
-  ZW_ASSIGN_OR_RETURN(grad_acc_, alloc_pinned_hugepage(n * 4));
-  MemRef source = MemRef::host(master_.data(), n * 4);
-  if (model_dtype_ != DataType::kFloat32) {
-    ZW_ASSIGN_OR_RETURN(model16_, alloc_pinned_hugepage(n * 2));
-    source = MemRef::host(model16_.data(), n * 2);
+  MemRef source;  // what is gathered: the 16-bit shard, or the f32 master without fp16/bf16
+  if (options_.cuda != nullptr) {
+    ZW_TRY(allocate_device());
+    if (model_dtype_ == DataType::kFloat32)
+      source = gpu_optimizer() ? d_master_.tensor().mem : MemRef::host(master_.data(), n * 4);
+    else
+      source = pinned16_.ptr != nullptr ? pinned16_ : d_model16_.tensor().mem;
+  } else {
+    ZW_ASSIGN_OR_RETURN(master_, alloc_pinned_hugepage(n * 4));
+    ZW_ASSIGN_OR_RETURN(m_, alloc_pinned_hugepage(n * 4));
+    ZW_ASSIGN_OR_RETURN(v_, alloc_pinned_hugepage(n * 4));
+    ZW_ASSIGN_OR_RETURN(grad_acc_, alloc_pinned_hugepage(n * 4));
+    source = MemRef::host(master_.data(), n * 4);
+    if (model_dtype_ != DataType::kFloat32) {
+      ZW_ASSIGN_OR_RETURN(model16_, alloc_pinned_hugepage(n * 2));
+      source = MemRef::host(model16_.data(), n * 2);
+    }
   }
   const ZeroOptimizationConfig& z = config_.zero;
   if (z.offload_optimizer.device == OffloadDevice::kCpu) {
@@ -98,7 +131,7 @@ Status Engine::allocate() {
   }
   OffloadPipelineOptions oo;
   oo.threads = threads_.get();
-  oo.stream = options_.stream;
+  oo.stream = options_.cuda != nullptr ? options_.cuda->stream() : nullptr;
   ZW_ASSIGN_OR_RETURN(optimizer_, OffloadPipeline::create(oo));
   for (const ShardPiece& piece : pm_.pieces())
     decay_ranges_.push_back(DecayRange{piece.shard_offset, piece.numel, piece.weight_decay});
@@ -109,8 +142,11 @@ Status Engine::allocate() {
   po.persistence_threshold = z.param_persistence_threshold;
   po.model_persistence_numel = z.model_persistence_threshold;
   po.gather_dtype = model_dtype_;
+    fetched_mark_.assign(size_t(pm_.num_units()), -1);
+    if (device_) spans_ = std::make_unique<StreamSpans>(*device_, *timeline_);
   po.poison_released = options_.poison_released;
-  po.stream = options_.stream;
+  po.device = device_.get();
+  po.spans = spans_.get();
   if (options_.timeline) {
     timeline_ = std::make_unique<Timeline>(pm_.rank());
     fetched_ns_.assign(size_t(pm_.num_units()), 0);
@@ -123,23 +159,30 @@ Status Engine::allocate() {
   ro.overlap_comm = z.overlap_comm;
   ro.comm_dtype = comm_dtype_;
   ro.predivide = predivide_;
-  ro.stream = options_.stream;
+  ro.device = device_.get();
   ro.timeline = timeline_.get();
-  ZW_ASSIGN_OR_RETURN(reducer_, GradReducer::create(comm_, pm_, MemRef::host(grad_acc_.data(), n * 4), ro));
+  ro.spans = spans_.get();
+  ZW_ASSIGN_OR_RETURN(reducer_, GradReducer::create(comm_, pm_, grad_shard_ref(), ro));
+  if (gpu_optimizer()) ZW_TRY(create_device_optimizer());
   const EngineMemory mem = memory();
   ZW_INFO(kZero,
           "zero-3 engine: rank %d of %d, %d units, shard %zu elements; params %zu B, adam %zu B, grads %zu B, "
-          "gather pool %zu B (%d buffers), reduce pool %zu B",
+          "gather pool %zu B (%d buffers), reduce pool %zu B; %zu B of it device memory",
           pm_.rank(), pm_.world_size(), pm_.num_units(), n, mem.param_shard_bytes, mem.optimizer_bytes,
-          mem.grad_shard_bytes, mem.gather_pool_bytes, prefetch_->pool_buffers(), mem.reduce_pool_bytes);
+          mem.grad_shard_bytes, mem.gather_pool_bytes, prefetch_->pool_buffers(), mem.reduce_pool_bytes,
+          mem.device_bytes);
   return Status();
 }
 
 EngineMemory Engine::memory() const {
   EngineMemory m;
-  m.param_shard_bytes = master_.size() + model16_.size();
-  m.optimizer_bytes = m_.size() + v_.size();
-  m.grad_shard_bytes = grad_acc_.size();
+  const size_t d_params = d_master_.tensor().bytes() + d_model16_.tensor().bytes();
+  if (device_)
+    m.device_bytes = d_params + d_adam + d_grad_.tensor().bytes() + m.gather_pool_bytes + m.reduce_pool_bytes;
+  const size_t d_adam = gpu_optimizer() ? 2 * d_master_.tensor().bytes() : 0;
+  m.param_shard_bytes = master_.size() + model16_.size() + pinned16_.bytes + d_params;
+  m.optimizer_bytes = m_.size() + v_.size() + d_adam;
+  m.grad_shard_bytes = grad_acc_.size() + d_grad_.tensor().bytes();
   m.gather_pool_bytes = prefetch_ ? prefetch_->buffer_bytes() : 0;
   m.reduce_pool_bytes = reducer_ ? reducer_->buffer_bytes() : 0;
   return m;
@@ -147,7 +190,9 @@ EngineMemory Engine::memory() const {
 
 Status Engine::init_params(const std::function<Status(int unit, float* values)>& fill) {
   std::vector<float> full(size_t(pm_.max_padded_numel()));
-  float* master = master_.as<float>();
+  std::vector<float> staged(host_master() == nullptr ? size_t(pm_.total_shard_numel()) : 0);
+  float* master = host_master() != nullptr ? host_master() : staged.data();
+  ZW_TRY(upload_master(master));
   for (int u = 0; u < pm_.num_units(); ++u) {
     std::fill(full.begin(), full.end(), 0.0f);
     ZW_TRY(fill(u, full.data()));
@@ -158,11 +203,14 @@ Status Engine::init_params(const std::function<Status(int unit, float* values)>&
 }
 
 Status Engine::init_shards(const std::function<Status(int unit, int64_t begin, int64_t count, float* out)>& fill) {
-  float* master = master_.as<float>();
+  std::vector<float> staged(host_master() == nullptr ? size_t(pm_.total_shard_numel()) : 0);
+  float* master = host_master() != nullptr ? host_master() : staged.data();
+  ZW_TRY(upload_master(master));
   for (int u = 0; u < pm_.num_units(); ++u) {
     const int64_t S = pm_.shard_numel(u), first = int64_t(pm_.rank()) * S;
     const int64_t count = std::clamp<int64_t>(pm_.unit(u).numel - first, 0, S);
     std::fill(master + pm_.shard_offset(u), master + pm_.shard_offset(u) + S, 0.0f);
+  if (device_) return refresh_model16_device();
     if (count > 0) ZW_TRY(fill(u, first, count, master + pm_.shard_offset(u)));
   }
   return refresh_model16();
@@ -197,7 +245,10 @@ Result<UnitView> Engine::fetch(int unit, bool with_grads) {
   if (with_grads) {
     ZW_ASSIGN_OR_RETURN(v.grads, reducer_->grads(unit));
   }
-  if (timeline_) {
+  if (spans_) {  // device: the unit's compute span starts on the compute stream here
+    ZW_ASSIGN_OR_RETURN(fetched_mark_[size_t(unit)], spans_->mark(device_->compute()));
+    fetched_grads_[size_t(unit)] = with_grads;
+  } else if (timeline_) {
     fetched_ns_[size_t(unit)] = Timeline::now_ns();
     fetched_grads_[size_t(unit)] = with_grads;
   }
@@ -205,7 +256,11 @@ Result<UnitView> Engine::fetch(int unit, bool with_grads) {
 }
 
 Status Engine::release(int unit, bool grads_final) {
-  if (timeline_ && unit >= 0 && unit < pm_.num_units() && fetched_ns_[size_t(unit)] > 0) {
+  if (spans_ && unit >= 0 && unit < pm_.num_units() && fetched_mark_[size_t(unit)] >= 0) {
+    ZW_ASSIGN_OR_RETURN(const int end, spans_->mark(device_->compute()));
+    spans_->compute(unit, fetched_grads_[size_t(unit)], fetched_mark_[size_t(unit)], end);
+    fetched_mark_[size_t(unit)] = -1;
+  } else if (timeline_ && unit >= 0 && unit < pm_.num_units() && fetched_ns_[size_t(unit)] > 0) {
     timeline_->compute(unit, fetched_grads_[size_t(unit)], fetched_ns_[size_t(unit)], Timeline::now_ns());
     fetched_ns_[size_t(unit)] = 0;
   }
@@ -234,10 +289,11 @@ AdamParams Engine::adam_params(double lr, float grad_scale) const {
     p.weight_decay = float(o.weight_decay);
     p.adam_w_mode = o.adam_w_mode;
   }
-  if (lr > 0) p.lr = float(lr);
+  if (lr >= 0) p.lr = float(lr);  // a schedule's 0 (DeepSpeed's warmup start) is a rate, not "unset"
   p.grad_scale = grad_scale;
   return p;
 }
+  if (device_) return step_device(lr);
 
 Result<StepResult> Engine::step(double lr) {
   if (in_micro_ || micro_ != gas_)
@@ -282,9 +338,12 @@ Status Engine::adam_sub_groups(const AdamParams& base) {
   shard.master = master_.as<float>();
   shard.m = m_.as<float>();
   shard.v = v_.as<float>();
-  shard.grad = MemRef::host(grad_acc_.data(), size_t(n) * 4);
+  shard.grad = grad_shard_ref();
   shard.weights_dtype = model_dtype_;
-  if (model_dtype_ != DataType::kFloat32) shard.weights16 = MemRef::host(model16_.data(), size_t(n) * 2);
+  if (model_dtype_ != DataType::kFloat32)
+    shard.weights16 = !device_ ? MemRef::host(model16_.data(), size_t(n) * 2)
+                      : pinned16_.ptr != nullptr ? pinned16_
+                                                 : d_model16_.tensor().mem;
   ZW_TRY(optimizer_->step(base, int(steps_), shard, decay_ranges_, config_.zero.sub_group_size));
   last_sub_groups_ = optimizer_->last_stats().sub_groups;
   return Status();
@@ -297,6 +356,7 @@ Status Engine::begin_eval() {
 }
 
 Status Engine::end_eval() {
+  if (device_) return gather_unit_device(unit, out);
   if (!in_eval_) return Status(Code::kInvalidArgument, "zero engine: end_eval without begin_eval");
   in_eval_ = false;
   return prefetch_->end_pass();

@@ -1,5 +1,24 @@
 // zero/engine/engine.h — the ZeRO-3 engine: sharded parameters, prefetched gathers, reduce-scattered gradients and a
-// sharded (optionally offloaded) Adam step, driven by a DeepSpeed config.
+// sharded (optionally offloaded) Adam step, driven by a DeepSpeed config, in host memory or on a CUDA device.
+//
+// DEVICE ENGINE (EngineOptions::cuda set; engine_device.cc). The model runs on CUDA and the engine's buffers move to
+// the GPU: the 16-bit shard (or f32 without fp16/bf16), the K gather buffers, the two f32 unit-gradient buffers,
+// the buckets and the f32 gradient shard are device memory. fetch() returns the gathered unit in the model's compute
+// dtype (no f32 conversion) and an f32 device gradient buffer. Gathers and gradient reduction run on the engine's
+// communication stream, ordered against the context's compute stream with events (prefetch.h, grad_reducer.h); the
+// host waits only for the collectives' Work handles at end_micro_step (where the trainer reads the loss anyway) and
+// once per step for the squared gradient norm (one f32 read, one f64 all-reduce: overflow and norm together).
+// Placements, as DeepSpeed names them:
+//   offload_optimizer none: fp32 master, Adam m and v on the GPU; the step is tensor::FlatAdamW's CUDA AdamW
+//     (AdamW only: Adam with L2 weight decay is refused), writing the 16-bit shard.
+//   offload_optimizer cpu (pin_memory or not): master, m, v in host memory, the CPU Adam of the host engine run by
+//     OffloadPipeline's tiled device path (gradient tiles copied down, 16-bit tiles copied up while tiles update).
+//   offload_param cpu (needs offload_optimizer cpu): the 16-bit shard in page-locked host memory, written by the
+//     CPU Adam directly; each gather copies this rank's shard up into its place in the gather buffer first.
+// The checkpoint format is the same as the host engine's (state is copied down to save, up after loading), so a
+// GPU run resumes on any rank count and on the CPU.
+//
+// HOST ENGINE (EngineOptions::cuda null): everything below.
 //
 // Each rank keeps only its shards (partition.h): fp32 master weights, Adam's m and v, and an fp32 gradient
 // accumulator, all over its "shard space"; with fp16/bf16 also a 16-bit copy of the weights, which is what is
@@ -27,9 +46,8 @@
 // its tiled path, which copies gradients down and 16-bit weights up in double-buffered tiles on copy streams ordered
 // after EngineOptions::stream. The engine itself still allocates only host buffers (see non-goals).
 // stage3_max_reuse_distance: see prefetch.h. Any other parsed key the engine does not act on is an error at create()
-// (never silently ignored). Threading: one thread drives an engine. Non-goals: NVMe offload, stages 1 and 2, device
-// memory and streams in the engine's own buffers (every shard is a host MemRef for now; the GPU trainer will hand
-// device MemRefs of the gradient shard and the 16-bit weights to the same OffloadPipeline::step).
+// (never silently ignored). Threading: one thread drives an engine. Non-goals: NVMe offload, stages 1 and 2, several
+// devices per rank.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +56,10 @@
 #include <string>
 #include <vector>
 
+#include "tensor/adamw.h"
+#include "tensor/cuda_context.h"
 #include "zero/config/config.h"
+#include "zero/engine/device.h"
 #include "zero/engine/grad_reducer.h"
 #include "zero/engine/loss_scaler.h"
 #include "zero/engine/partition.h"
@@ -55,13 +76,13 @@ struct EngineOptions {
   AdamParams adam;                  // hyperparameters when the config has no "optimizer" block (lr: step())
   int optimizer_threads = 0;        // offloaded Adam threads (0: hardware concurrency)
   bool poison_released = false;     // test hook: NaN-fill gather buffers when their unit leaves
-  void* stream = nullptr;           // cudaStream_t of the model's compute (device memory, GPU engine; host: unused)
+  tensor::CudaContext* cuda = nullptr;  // set: the device engine on the context's device, ordered after its stream
   bool timeline = false;            // record collective and compute spans (timeline()); off: no cost
 };
 
 struct UnitView {
-  MemRef values;  // f32, padded_numel elements, gathered
-  MemRef grads;   // f32, padded_numel elements (empty when not asked for)
+  MemRef values;  // padded_numel elements, gathered: f32 (host engine) or the model dtype (device engine)
+  MemRef grads;   // f32, padded_numel elements (empty when not asked for); device memory on the device engine
 };
 
 struct StepResult {
@@ -78,6 +99,7 @@ struct EngineMemory {
   size_t grad_shard_bytes = 0;   // fp32 gradient accumulator
   size_t gather_pool_bytes = 0;  // prefetch buffers (incl. persistent units)
   size_t reduce_pool_bytes = 0;  // gradient buffers
+  size_t device_bytes = 0;       // of all the above, what is device memory (device engine)
 };
 
 class Engine {
@@ -98,7 +120,7 @@ class Engine {
   Result<UnitView> fetch(int unit, bool with_grads);
   Status release(int unit, bool grads_final);
   Status end_micro_step();
-  // The optimizer step after gradient_accumulation_steps micro steps; lr overrides the configured one when > 0.
+  // The optimizer step after gradient_accumulation_steps micro steps; lr overrides the configured one when >= 0.
   Result<StepResult> step(double lr);
 
   // Unscheduled passes (evaluation, inspection): fetch in any order, gradients not allowed.
@@ -121,8 +143,10 @@ class Engine {
   double loss_scale() const { return scaler_.scale(); }
   // This rank's gradient accumulator (f32 over its shard space): the sums over ranks of gradients divided by
   // grad_predivide() and over micro steps, still multiplied by the loss scale. Valid between the last micro step
-  // and step(), which zeroes it.
-  const float* grad_shard() const { return grad_acc_.as<float>(); }
+  // and step(), which zeroes it. Host engine only (null on the device engine: see grad_shard_ref()).
+  const float* grad_shard() const { return device_ ? nullptr : grad_acc_.as<float>(); }
+  MemRef grad_shard_ref() const;  // the accumulator wherever it lives
+  bool on_device() const { return device_ != nullptr; }
   // world_size · gradient_predivide_factor (world_size with prescale_gradients): DeepSpeed's pre-division.
   double grad_predivide() const { return predivide_; }
   DataType grad_comm_dtype() const { return comm_dtype_; }
@@ -141,6 +165,17 @@ class Engine {
   Status refresh_model16();
   AdamParams adam_params(double lr, float grad_scale) const;
   Status adam_sub_groups(const AdamParams& base);
+  // Device engine (engine_device.cc).
+  bool gpu_optimizer() const { return device_ && config_.zero.offload_optimizer.device != OffloadDevice::kCpu; }
+  Status allocate_device();
+  Status create_device_optimizer();
+  Status upload_master(const float* host);  // host f32 shard → the master (device: copy up; host: memcpy)
+  Status refresh_model16_device();
+  Result<StepResult> step_device(double lr);
+  Status gather_unit_device(int unit, float* out);
+  Status device_state_to_host(std::vector<float>* master, std::vector<float>* m, std::vector<float>* v);
+  Status device_state_from_host(const float* master, const float* m, const float* v);
+  float* host_master();  // the host f32 master (host engine, or offload_optimizer on the device engine), else null
 
   Communicator& comm_;
   ZeroConfig config_;
@@ -151,6 +186,13 @@ class Engine {
   DataType comm_dtype_ = DataType::kFloat32;   // what gradients are reduce-scattered in
   double predivide_ = 1;                       // gradients are divided by this before the reduce-scatter
   PinnedBuffer master_, model16_, m_, v_, grad_acc_;
+  // Device engine: where the shards live, and the GPU optimizer.
+  std::unique_ptr<EngineDevice> device_;
+  std::unique_ptr<StreamSpans> spans_;
+  tensor::OwnedTensor d_master_, d_model16_, d_grad_, d_sumsq_, d_factor_;
+  MemRef pinned16_;  // offload_param cpu: the 16-bit shard in page-locked host memory (owned by device_)
+  tensor::FlatAdamW gpu_adam_;
+  std::vector<int> fetched_mark_;  // device timeline: per unit, the compute-stream mark at fetch
   std::unique_ptr<ThreadPool> threads_;
   std::unique_ptr<OffloadPipeline> optimizer_;  // the sharded Adam step (fused host path here)
   std::vector<DecayRange> decay_ranges_;        // the shard pieces, with their weight-decay flag

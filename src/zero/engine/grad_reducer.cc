@@ -56,9 +56,12 @@ size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 Result<std::unique_ptr<GradReducer>> GradReducer::create(Communicator& comm, const PartitionManager& pm, MemRef accum,
                                                          const GradReducerOptions& options) {
-  if (accum.kind != MemKind::kHost)
-    return Status(Code::kUnsupported, std::string("grad reducer: the accumulator is ") + mem_kind_name(accum.kind) +
-                                          " memory; this build reduces into host memory only");
+  const bool device = options.device != nullptr;
+  if ((accum.kind == MemKind::kCudaDevice) != device)
+    return Status(Code::kInvalidArgument, std::string("grad reducer: the accumulator is ") +
+                                              mem_kind_name(accum.kind) + " memory but the reducer " +
+                                              (device ? "runs on a device" : "has no device") +
+                                              "; the accumulator must be device memory exactly when a device is set");
   if (accum.bytes < size_t(pm.total_shard_numel()) * 4)
     return Status(Code::kInvalidArgument, "grad reducer: the accumulator holds " + std::to_string(accum.bytes) +
                                               " bytes, the shard space needs " +
@@ -74,22 +77,27 @@ Result<std::unique_ptr<GradReducer>> GradReducer::create(Communicator& comm, con
   const int W = pm.world_size();
   r->elem_ = dtype_size(dt);
   r->capacity_ = std::clamp<int64_t>(options.reduce_bucket_numel / W, 1, std::max<int64_t>(1, pm.total_shard_numel()));
-  // One issued bucket (at most reduce_bucket_size elements) runs on while the next one fills.
-  r->max_pending_ = options.overlap_comm ? 1 : 0;
+  // One issued bucket (at most reduce_bucket_size elements) runs on while the next one fills. On the device both
+  // are in stream order (the second bucket buffer is the compaction target of a partial bucket).
+  r->max_pending_ = options.overlap_comm && !device ? 1 : 0;
   // Unit buffers: a tied embedding and a block accumulating at once.
   constexpr int kUnitBuffers = 2;
   const size_t unit_bytes = round64(size_t(pm.max_padded_numel()) * 4);
-  ZW_ASSIGN_OR_RETURN(r->unit_pool_, alloc_pinned_hugepage(unit_bytes * kUnitBuffers));
-  for (int i = 0; i < kUnitBuffers; ++i)
-    r->unit_buffers_.push_back(MemRef::host(r->unit_pool_.as<std::byte>() + unit_bytes * i, unit_bytes));
+  const int buckets = device ? 2 : r->max_pending_ + 1;
+  const size_t bucket_bytes = round64(size_t(W) * size_t(r->capacity_) * r->elem_);
   r->owner_.assign(size_t(kUnitBuffers), -1);
   r->unit_buffer_.assign(size_t(pm.num_units()), -1);
-  const int buckets = r->max_pending_ + 1;
-  const size_t bucket_bytes = round64(size_t(W) * size_t(r->capacity_) * r->elem_);
-  ZW_ASSIGN_OR_RETURN(r->bucket_pool_, alloc_pinned_hugepage(bucket_bytes * size_t(buckets)));
   r->buckets_.resize(size_t(buckets));
-  for (int i = 0; i < buckets; ++i)
-    r->buckets_[i].buffer = MemRef::host(r->bucket_pool_.as<std::byte>() + bucket_bytes * i, bucket_bytes);
+  if (device) {
+    ZW_TRY(r->allocate_device(unit_bytes, bucket_bytes));
+  } else {
+    ZW_ASSIGN_OR_RETURN(r->unit_pool_, alloc_pinned_hugepage(unit_bytes * kUnitBuffers));
+    for (int i = 0; i < kUnitBuffers; ++i)
+      r->unit_buffers_.push_back(MemRef::host(r->unit_pool_.as<std::byte>() + unit_bytes * i, unit_bytes));
+    ZW_ASSIGN_OR_RETURN(r->bucket_pool_, alloc_pinned_hugepage(bucket_bytes * size_t(buckets)));
+    for (int i = 0; i < buckets; ++i)
+      r->buckets_[i].buffer = MemRef::host(r->bucket_pool_.as<std::byte>() + bucket_bytes * i, bucket_bytes);
+  }
   ZW_INFO(kZero,
           "grad reducer: buckets of %lld elements per rank (%lld in all) in %s, predivide %g, %d bucket buffers, "
           "up to %d reduce-scatters in flight",
@@ -100,6 +108,91 @@ Result<std::unique_ptr<GradReducer>> GradReducer::create(Communicator& comm, con
 
 GradReducer::~GradReducer() {
   for (int b : pending_) (void)buckets_[b].work.wait();  // the buffers must outlive the communicator's use of them
+  for (Work& w : device_works_) (void)w.wait();
+  if (options_.device != nullptr) (void)options_.device->synchronize(options_.device->comm());
+}
+
+Status GradReducer::allocate_device(size_t unit_bytes, size_t bucket_bytes) {
+  EngineDevice& dev = *options_.device;
+  constexpr int kUnitBuffers = 2;
+  ZW_ASSIGN_OR_RETURN(device_units_, tensor::Buffer::allocate_device(unit_bytes * kUnitBuffers, dev.device()));
+  for (int i = 0; i < kUnitBuffers; ++i) {
+    unit_buffers_.push_back(device_units_.ref().slice(unit_bytes * size_t(i), unit_bytes));
+    ZW_ASSIGN_OR_RETURN(DeviceEvent f, dev.make_event(false));
+    ZW_ASSIGN_OR_RETURN(DeviceEvent p, dev.make_event(false));
+    unit_final_.push_back(f);
+    unit_packed_.push_back(p);
+  }
+  packed_pending_.assign(size_t(kUnitBuffers), false);
+  ZW_ASSIGN_OR_RETURN(device_buckets_, tensor::Buffer::allocate_device(bucket_bytes * buckets_.size(), dev.device()));
+  for (size_t i = 0; i < buckets_.size(); ++i) buckets_[i].buffer = device_buckets_.ref().slice(bucket_bytes * i,
+                                                                                                  bucket_bytes);
+  ZW_ASSIGN_OR_RETURN(reduced_, dev.make_event(false));
+  return Status();
+}
+
+// Device: reduce-scatter the open bucket in place on the communication stream (compacted into the other bucket
+// buffer when partial) and widen this rank's slice into the accumulator right behind it.
+Status GradReducer::issue_device(Bucket& k) {
+  EngineDevice& dev = *options_.device;
+  const int W = pm_.world_size();
+  const size_t part = size_t(k.filled) * elem_;
+  MemRef buf = k.buffer;
+  if (k.filled < capacity_) {
+    buf = buckets_[size_t(1 - open_)].buffer;
+    ZW_TRY(dev.copy_2d(buf.ptr, part, k.buffer.ptr, size_t(capacity_) * elem_, part, size_t(W), dev.comm()));
+  }
+  CollectiveOptions o;
+  o.input = buf.slice(0, part * size_t(W));
+  o.output = buf.slice(part * size_t(pm_.rank()), part);
+  o.count = size_t(k.filled);
+  o.dtype = options_.comm_dtype;
+  o.op = ReduceOp::kSum;
+  o.stream = dev.comm();
+  int mark0 = -1;
+  if (options_.spans != nullptr) {
+    ZW_ASSIGN_OR_RETURN(mark0, options_.spans->mark(dev.comm()));
+  }
+  Result<Work> w = reduce_scatter(comm_, o);
+  if (!w.ok()) return w.status().with_context("rank " + std::to_string(pm_.rank()) + ": gradient reduce-scatter");
+  device_works_.push_back(std::move(w.value()));
+  if (options_.spans != nullptr) {
+    ZW_ASSIGN_OR_RETURN(const int mark1, options_.spans->mark(dev.comm()));
+    options_.spans->collective(k.span, mark0, mark1);
+  }
+  float* accum = reinterpret_cast<float*>(accum_.data());
+  for (const Entry& e : k.entries)
+    ZW_TRY(dev.widen_add(o.output.data() + size_t(e.position) * elem_, options_.comm_dtype, e.numel,
+                         accum + pm_.shard_offset(e.unit) + e.begin, dev.comm()));
+  k.entries.clear();
+  k.filled = 0;
+  return Status();
+}
+
+// Device: the unit's gradients are final on the compute stream; pack them on the communication stream.
+Status GradReducer::pack_device(int unit, int b) {
+  EngineDevice& dev = *options_.device;
+  ZW_TRY(dev.record(unit_final_[size_t(b)], dev.compute()));
+  ZW_TRY(dev.wait(dev.comm(), unit_final_[size_t(b)]));
+  const float* g = reinterpret_cast<const float*>(unit_buffers_[size_t(b)].data());
+  const int64_t S = pm_.shard_numel(unit);
+  const float scale = float(1.0 / options_.predivide);
+  if (buckets_[open_].filled > 0 && buckets_[open_].filled + S > capacity_) ZW_TRY(issue());
+  int pieces = 0;
+  for (int64_t begin = 0; begin < S; ++pieces) {
+    Bucket& k = buckets_[open_];
+    const int64_t n = std::min(S - begin, capacity_ - k.filled);
+    ZW_TRY(dev.pack(g + begin, S, pm_.world_size(), n, scale, options_.comm_dtype,
+                    k.buffer.data() + size_t(k.filled) * elem_, capacity_, dev.comm()));
+    k.entries.push_back(Entry{unit, begin, n, k.filled});
+    k.filled += n;
+    begin += n;
+    if (k.filled == capacity_) ZW_TRY(issue());
+  }
+  if (pieces > 1) ++stats_.split_units;
+  ZW_TRY(dev.record(unit_packed_[size_t(b)], dev.comm()));
+  packed_pending_[size_t(b)] = true;
+  return Status();
 }
 
 Status GradReducer::complete_front(bool blocking) {
@@ -147,6 +240,18 @@ Result<MemRef> GradReducer::grads(int unit) {
   ZW_TRY(poll());
   const size_t bytes = size_t(pm_.unit(unit).padded_numel) * 4;
   if (unit_buffer_[unit] >= 0) return unit_buffers_[unit_buffer_[unit]].slice(0, bytes);
+  if (options_.device != nullptr) {  // zeroed on the compute stream once its last packing is done
+    const int b = int(std::find(owner_.begin(), owner_.end(), -1) - owner_.begin());
+    if (b < pool_buffers()) {
+      EngineDevice& dev = *options_.device;
+      if (packed_pending_[size_t(b)]) ZW_TRY(dev.wait(dev.compute(), unit_packed_[size_t(b)]));
+      packed_pending_[size_t(b)] = false;
+      ZW_TRY(dev.zero(unit_buffers_[b].ptr, bytes, dev.compute()));
+      owner_[b] = unit;
+      unit_buffer_[unit] = b;
+      return unit_buffers_[b].slice(0, bytes);
+    }
+  }
   const int b = int(std::find(owner_.begin(), owner_.end(), -1) - owner_.begin());
   if (b == pool_buffers())
     return Status(Code::kInvalidArgument, "grad reducer: rank " + std::to_string(pm_.rank()) + ": all " +
@@ -175,6 +280,14 @@ Status GradReducer::issue() {
   if (k.filled == 0) return Status();
   const int W = pm_.world_size();
   const size_t part = size_t(k.filled) * elem_;
+  if (options_.device != nullptr) {
+    if (options_.timeline)
+      k.span = options_.timeline->issued(SpanKind::kReduceScatter, k.entries.front().unit, int(k.entries.size()),
+                                         int64_t(part) * W);
+    ++stats_.reduces;
+    stats_.reduced_bytes += int64_t(part) * W;
+    return issue_device(k);
+  }
   std::byte* base = k.buffer.data();
   if (k.filled < capacity_)  // compact rank q's part from q·C to q·filled (moving down, in increasing q)
     for (int q = 1; q < W; ++q)
@@ -185,7 +298,6 @@ Status GradReducer::issue() {
   o.count = size_t(k.filled);
   o.dtype = options_.comm_dtype;
   o.op = ReduceOp::kSum;
-  o.stream = options_.stream;
   if (options_.timeline)
     k.span = options_.timeline->issued(SpanKind::kReduceScatter, k.entries.front().unit, int(k.entries.size()),
                                        int64_t(part) * W);
@@ -211,6 +323,12 @@ Status GradReducer::reduce(int unit) {
     return Status(Code::kInvalidArgument, "grad reducer: reduce of unit " + std::to_string(unit) +
                                               " which has no gradient buffer this micro step; call grads() first");
   const int b = unit_buffer_[unit];
+  if (options_.device != nullptr) {
+    ZW_TRY(pack_device(unit, b));
+    owner_[b] = -1;
+    unit_buffer_[unit] = -1;
+    return Status();
+  }
   const float* g = reinterpret_cast<const float*>(unit_buffers_[b].data());
   const int64_t S = pm_.shard_numel(unit);
   // A unit that does not fit in what is left of the open bucket starts a new one; one larger than a bucket is cut.
@@ -231,6 +349,17 @@ Status GradReducer::reduce(int unit) {
 Status GradReducer::flush() {
   ZW_TRY(issue());
   while (!pending_.empty()) ZW_TRY(complete_front());
+  if (options_.device != nullptr) {  // later compute (the optimizer step) reads the accumulator
+    EngineDevice& dev = *options_.device;
+    ZW_TRY(dev.record(reduced_, dev.comm()));
+    ZW_TRY(dev.wait(dev.compute(), reduced_));
+    std::vector<Work> works;
+    works.swap(device_works_);
+    for (const Work& w : works) {
+      Status s = w.wait();
+      if (!s.ok()) return s.with_context("rank " + std::to_string(pm_.rank()) + ": a gradient reduce-scatter failed");
+    }
+  }
   return Status();
 }
 

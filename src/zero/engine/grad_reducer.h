@@ -20,9 +20,17 @@
 // W·C elements (C capped at this rank's whole shard space, so a 5e8 default costs no more than the model).
 // With overlap_comm, up to reduce_bucket_size elements of issued buckets stay in flight (at least one bucket) and
 // complete while later units compute; without it each reduce-scatter is waited for when it is issued.
+// Device memory (GradReducerOptions::device, zero/engine/device.h): the unit buffers, the buckets and the accumulator
+// are device memory, and everything after the model's backward runs on the device's communication stream: reduce()
+// records an event on the compute stream, the communication stream waits for it and packs (the same narrowing
+// kernel math as the host: engine/cuda/device_cuda.cu), a bucket is reduce-scattered there and its slice widened
+// into the accumulator right behind it, so a bucket is free again in stream order (no host wait; a partial bucket is
+// compacted into the second bucket buffer with one 2D copy). A unit buffer handed out again is zeroed on the compute
+// stream after an event says its last packing is done. flush() makes the compute stream wait for the last
+// accumulation, then the host checks the reduce-scatters' Work handles (errors and dead peers; by then complete).
 // Threading: one thread drives a reducer (the communicator's single-issuer rule).
-// Non-goals: device memory, per-parameter buckets (units are the grain), a bucket's 16-bit accumulation across micro
-// steps (the sum over micro steps is f32).
+// Non-goals: per-parameter buckets (units are the grain), a bucket's 16-bit accumulation across micro steps (the
+// sum over micro steps is f32).
 #pragma once
 
 #include <cstdint>
@@ -30,7 +38,10 @@
 #include <memory>
 #include <vector>
 
+#include "tensor/tensor.h"
+#include "zero/engine/device.h"
 #include "zero/engine/partition.h"
+#include "zero/engine/stream_spans.h"
 #include "zero/engine/timeline.h"
 #include "zero/optim/pinned_buffer.h"
 #include "zerowire/communicator.h"
@@ -42,8 +53,9 @@ struct GradReducerOptions {
   bool overlap_comm = true;                  // leave reduce-scatters running while backward continues
   DataType comm_dtype = DataType::kFloat32;  // what is reduce-scattered: kFloat32, kFloat16 or kBFloat16
   double predivide = 1.0;                    // gradients are multiplied by 1/predivide before the sum (> 0)
-  void* stream = nullptr;                    // cudaStream_t the reduce-scatters are ordered on (device memory only)
+  EngineDevice* device = nullptr;            // set: device memory, work on its communication stream (not owned)
   Timeline* timeline = nullptr;              // records every reduce-scatter and wait when set (must outlive it)
+  StreamSpans* spans = nullptr;              // device: stream spans of the reduce-scatters (not owned)
 };
 
 struct GradReducerStats {
@@ -74,7 +86,9 @@ class GradReducer {
   int64_t bucket_capacity() const { return capacity_; }                        // elements per rank in one bucket (C)
   int max_in_flight() const { return max_pending_; }                           // issued buckets allowed to run on
   const GradReducerStats& stats() const { return stats_; }
-  size_t buffer_bytes() const { return unit_pool_.mapped_bytes() + bucket_pool_.mapped_bytes(); }
+  size_t buffer_bytes() const {
+    return unit_pool_.mapped_bytes() + bucket_pool_.mapped_bytes() + device_units_.bytes() + device_buckets_.bytes();
+  }
 
  private:
   struct Entry {
@@ -97,6 +111,9 @@ class GradReducer {
   Status issue();
   Status complete_front(bool blocking = true);  // blocking: the caller waits (not known complete)
   Status poll();
+  Status allocate_device(size_t unit_bytes, size_t bucket_bytes);
+  Status issue_device(Bucket& k);
+  Status pack_device(int unit, int b);
 
   Communicator& comm_;
   const PartitionManager& pm_;
@@ -105,6 +122,12 @@ class GradReducer {
   size_t elem_ = 4;       // bytes of one comm_dtype element
   int64_t capacity_ = 1;  // C: elements per rank in one bucket
   PinnedBuffer unit_pool_, bucket_pool_;
+  tensor::Buffer device_units_, device_buckets_;  // device memory (GradReducerOptions::device)
+  std::vector<DeviceEvent> unit_final_;           // device, per unit buffer: compute recorded "gradients final"
+  std::vector<DeviceEvent> unit_packed_;          // device, per unit buffer: comm recorded "packed, reusable"
+  std::vector<bool> packed_pending_;              // device: unit_packed_ recorded, not yet waited for by compute
+  DeviceEvent reduced_ = nullptr;                 // device: comm recorded "every accumulation so far is done"
+  std::vector<Work> device_works_;                // device: reduce-scatters not yet checked by the host
   std::vector<MemRef> unit_buffers_;  // f32, max_padded_numel each
   std::vector<int> owner_;            // per unit buffer: unit, or -1 when free
   std::vector<int> unit_buffer_;      // per unit: unit buffer, or -1

@@ -42,10 +42,9 @@ Result<std::unique_ptr<PrefetchScheduler>> PrefetchScheduler::create(Communicato
   if (d != DataType::kFloat32 && d != DataType::kFloat16 && d != DataType::kBFloat16)
     return Status(Code::kInvalidArgument,
                   std::string("prefetch: gather dtype must be float, half or bfloat16, got ") + dtype_name(d));
-  if (source.kind != MemKind::kHost)
-    return Status(Code::kUnsupported, std::string("prefetch: the shard space is ") + mem_kind_name(source.kind) +
-                                          " memory; this build gathers host memory only (device memory and streams "
-                                          "come with the GPU engine)");
+  if (source.kind != MemKind::kHost && options.device == nullptr)
+    return Status(Code::kInvalidArgument, std::string("prefetch: the shard space is ") + mem_kind_name(source.kind) +
+                                              " memory but no device was given; set PrefetchOptions::device");
   if (source.bytes < size_t(pm.total_shard_numel()) * dtype_size(d))
     return Status(Code::kInvalidArgument, "prefetch: the source shard space holds " + std::to_string(source.bytes) +
                                               " bytes, rank " + std::to_string(pm.rank()) + " needs " +
@@ -58,6 +57,8 @@ Result<std::unique_ptr<PrefetchScheduler>> PrefetchScheduler::create(Communicato
 PrefetchScheduler::~PrefetchScheduler() {
   for (UnitState& u : units_)
     if (u.in_flight) (void)u.work.wait();  // the buffers must outlive the communicator's use of them
+  for (Work& w : device_works_) (void)w.wait();
+  if (options_.device != nullptr) (void)options_.device->synchronize(options_.device->comm());
 }
 
 Status PrefetchScheduler::allocate() {
@@ -79,7 +80,8 @@ Status PrefetchScheduler::allocate() {
                                 : std::clamp<int64_t>(options_.max_live_numel / std::max<int64_t>(1, max_unit), 2,
                                                       std::max(2, shared));
   const size_t gsize = dtype_size(options_.gather_dtype);
-  const bool convert = options_.gather_dtype != DataType::kFloat32;
+  const bool device = options_.device != nullptr;
+  const bool convert = options_.gather_dtype != DataType::kFloat32 && !device;  // the device view is the gather
   auto slot_bytes = [&](int64_t numel) {
     const size_t b = size_t(numel) * gsize, c = convert ? size_t(numel) * 4 : 0;
     return (b + 63) / 64 * 64 + (c + 63) / 64 * 64;
@@ -87,7 +89,9 @@ Status PrefetchScheduler::allocate() {
   size_t total = size_t(k) * slot_bytes(max_unit);
   for (int u = 0; u < n; ++u)
     if (units_[u].persistent) total += slot_bytes(pm_.unit(u).padded_numel);
-  if (std::strcmp(comm_.transport_name(), "shm") == 0 && total > 0) {
+  if (device) {
+    ZW_TRY(allocate_device(total));
+  } else if (std::strcmp(comm_.transport_name(), "shm") == 0 && total > 0) {
     ZW_ASSIGN_OR_RETURN(void* p, mem_alloc(total));  // whole 2 MiB, aligned, pre-faulted
     shared_pool_.reset(p);
     pool_base_ = static_cast<std::byte*>(p);
@@ -101,6 +105,7 @@ Status PrefetchScheduler::allocate() {
   auto carve = [&](int64_t numel) {
     Slot s;
     s.gather = MemRef::host(pool_base_ + used, size_t(numel) * gsize);
+    if (device) s.gather = device_pool_.ref().slice(used, size_t(numel) * gsize);
     used += (s.gather.bytes + 63) / 64 * 64;
     s.compute = s.gather;
     if (convert) {
@@ -117,8 +122,65 @@ Status PrefetchScheduler::allocate() {
       slots_.push_back(carve(pm_.unit(u).padded_numel));
       slots_.back().unit = u;
     }
-  ZW_INFO(kZero, "prefetch: %lld gather buffers of %lld elements, %lld persistent units, %zu bytes", (long long)k,
-          (long long)max_unit, (long long)(slots_.size() - size_t(k)), total);
+  if (device) {
+    for (Slot& slot : slots_) {
+      ZW_ASSIGN_OR_RETURN(slot.gathered, options_.device->make_event(false));
+      ZW_ASSIGN_OR_RETURN(slot.released, options_.device->make_event(false));
+    }
+    ZW_ASSIGN_OR_RETURN(pass_start_, options_.device->make_event(false));
+  }
+  ZW_INFO(kZero, "prefetch: %lld gather buffers of %lld elements, %lld persistent units, %zu bytes of %s memory",
+          (long long)k, (long long)max_unit, (long long)(slots_.size() - size_t(k)), total,
+          device ? "device" : "host");
+  return Status();
+}
+
+Status PrefetchScheduler::allocate_device(size_t total) {
+  ZW_ASSIGN_OR_RETURN(device_pool_, tensor::Buffer::allocate_device(std::max<size_t>(total, 64),
+                                                                     options_.device->device()));
+  pool_base_ = device_pool_.ref().data();
+  pool_bytes_ = device_pool_.bytes();
+  return Status();
+}
+
+// Device: the gather runs on the communication stream after the buffer's previous unit was released by compute;
+// a host source (offload_param) is first copied up into this rank's place of the buffer, then gathered in place.
+Status PrefetchScheduler::issue_device(UnitState& st, const CollectiveOptions& o, int unit) {
+  EngineDevice& dev = *options_.device;
+  Slot& slot = slots_[st.slot];
+  if (slot.release_pending) {
+    ZW_TRY(dev.wait(dev.comm(), slot.released));
+    slot.release_pending = false;
+  }
+  CollectiveOptions g = o;
+  g.stream = dev.comm();
+  if (o.input.kind == MemKind::kHost) {
+    g.input = o.output.slice(size_t(pm_.rank()) * o.input.bytes, o.input.bytes);
+    ZW_TRY(dev.copy(g.input.ptr, o.input.ptr, o.input.bytes, dev.comm()));
+  }
+  int mark0 = -1;
+  if (options_.spans != nullptr) {
+    ZW_ASSIGN_OR_RETURN(mark0, options_.spans->mark(dev.comm()));
+  }
+  Result<Work> w = all_gather(comm_, g);
+  if (!w.ok()) return w.status().with_context("rank " + std::to_string(pm_.rank()) + ": all-gather of unit " +
+                                              pm_.unit(unit).name);
+  st.work = std::move(w.value());
+  if (options_.spans != nullptr) {
+    ZW_ASSIGN_OR_RETURN(const int mark1, options_.spans->mark(dev.comm()));
+    options_.spans->collective(st.span, mark0, mark1);
+  }
+  return dev.record(slot.gathered, dev.comm());
+}
+
+// Device: the host waits for the gathers the compute stream already waited for (errors, dead peers).
+Status PrefetchScheduler::check_device_works() {
+  std::vector<Work> works;
+  works.swap(device_works_);
+  for (const Work& w : works) {
+    Status s = w.wait();
+    if (!s.ok()) return s.with_context("rank " + std::to_string(pm_.rank()) + ": a parameter all-gather failed");
+  }
   return Status();
 }
 
@@ -172,6 +234,10 @@ Status PrefetchScheduler::begin_pass(bool scheduled) {
   events_.clear();
   for (UnitState& u : units_) u.event = -1;  // events of earlier passes are gone
   position_ = 0;
+  if (options_.device != nullptr) {  // this pass's gathers follow what compute queued before it (new weights)
+    ZW_TRY(options_.device->record(pass_start_, options_.device->compute()));
+    ZW_TRY(options_.device->wait(options_.device->comm(), pass_start_));
+  }
   return Status();
 }
 
@@ -216,9 +282,12 @@ Status PrefetchScheduler::issue(int unit, bool prefetch) {
   o.output = slots_[st.slot].gather.slice(0, size_t(pm_.unit(unit).padded_numel) * g);
   o.count = size_t(S);
   o.dtype = options_.gather_dtype;
-  o.stream = options_.stream;
   if (options_.timeline) st.span = options_.timeline->issued(SpanKind::kAllGather, unit, 1, int64_t(o.output.bytes));
-  ZW_ASSIGN_OR_RETURN(st.work, all_gather(comm_, o));
+  if (options_.device != nullptr) {
+    ZW_TRY(issue_device(st, o, unit));
+  } else {
+    ZW_ASSIGN_OR_RETURN(st.work, all_gather(comm_, o));
+  }
   st.in_flight = true;
   st.ready = false;
   st.event = int(events_.size());
@@ -234,11 +303,17 @@ Status PrefetchScheduler::wait_ready(int unit) {
   UnitState& st = units_[unit];
   if (st.ready) return Status();
   const int64_t t0 = now_ns();
-  Status s = wait_gather(st);
-  if (!s.ok())
-    return s.with_context("rank " + std::to_string(pm_.rank()) + ": all-gather of unit " + pm_.unit(unit).name);
   const Slot& slot = slots_[st.slot];
-  if (options_.gather_dtype != DataType::kFloat32) {
+  if (options_.device != nullptr) {  // the compute stream waits for the gather; the host checks it at end_pass
+    ZW_TRY(options_.device->wait(options_.device->compute(), slot.gathered));
+    device_works_.push_back(st.work);
+    st.in_flight = false;
+  } else {
+    Status s = wait_gather(st);
+    if (!s.ok())
+      return s.with_context("rank " + std::to_string(pm_.rank()) + ": all-gather of unit " + pm_.unit(unit).name);
+  }
+  if (options_.gather_dtype != DataType::kFloat32 && options_.device == nullptr) {
     const int64_t n = pm_.unit(unit).padded_numel;
     const tensor::Shape shape{n};
     ZW_TRY(tensor::convert(tensor::Tensor{slot.gather.slice(0, size_t(n) * 2), options_.gather_dtype, shape},
@@ -266,10 +341,23 @@ Status PrefetchScheduler::wait_gather(UnitState& st) {
 
 Status PrefetchScheduler::drop(int unit) {
   UnitState& st = units_[unit];
+  if (st.in_flight && options_.device != nullptr) {
+    device_works_.push_back(st.work);  // a later gather into its buffer follows it on the communication stream
+    st.in_flight = false;
+  }
   if (st.in_flight) ZW_TRY(wait_gather(st));
   st.in_flight = st.ready = false;
+  if (options_.device != nullptr && st.slot >= 0) {
+    Slot& slot = slots_[st.slot];
+    if (options_.poison_released && !st.persistent)
+      ZW_TRY(options_.device->fill_nan(slot.gather.ptr, options_.gather_dtype,
+                                       int64_t(slot.gather.bytes / dtype_size(options_.gather_dtype)),
+                                       options_.device->compute()));
+    ZW_TRY(options_.device->record(slot.released, options_.device->compute()));
+    slot.release_pending = true;
+  }
   if (!st.persistent && st.slot >= 0) {
-    if (options_.poison_released) {
+    if (options_.poison_released && options_.device == nullptr) {
       const MemRef c = slots_[st.slot].compute;
       std::fill_n(reinterpret_cast<float*>(c.data()), c.bytes / 4, std::numeric_limits<float>::quiet_NaN());
     }
@@ -340,7 +428,8 @@ Result<MemRef> PrefetchScheduler::acquire(int unit) {
   ZW_TRY(wait_ready(unit));
   if (st.event >= 0 && events_[st.event].use_position < 0) events_[st.event].use_position = use_position;
   st.held = true;
-  return slots_[st.slot].compute.slice(0, size_t(pm_.unit(unit).padded_numel) * 4);
+  const size_t elem = options_.device != nullptr ? dtype_size(options_.gather_dtype) : 4;
+  return slots_[st.slot].compute.slice(0, size_t(pm_.unit(unit).padded_numel) * elem);
 }
 
 Status PrefetchScheduler::release(int unit) {
@@ -364,6 +453,7 @@ Status PrefetchScheduler::end_pass() {
   for (int u = 0; u < int(units_.size()); ++u)
     if (units_[u].held)
       return Status(Code::kInvalidArgument, "prefetch: unit " + pm_.unit(u).name + " still held at the end of a pass");
+  if (options_.device != nullptr) ZW_TRY(check_device_works());
   if (recording_) {
     recording_ = false;
     order_ = recorded_;
@@ -379,6 +469,7 @@ Status PrefetchScheduler::end_pass() {
 Status PrefetchScheduler::invalidate() {
   if (in_pass_) return Status(Code::kInvalidArgument, "prefetch: invalidate during a pass");
   for (int u = 0; u < int(units_.size()); ++u) ZW_TRY(drop(u));
+  if (options_.device != nullptr) ZW_TRY(check_device_works());
   return Status();
 }
 

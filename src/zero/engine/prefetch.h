@@ -16,18 +16,30 @@
 // (stage3_max_live_parameters) stays the cap: a unit is kept only when its next use is within the next K − 1
 // uses, so the units needed in between still fit. Units of at most stage3_param_persistence_threshold
 // elements are persistent: they have their own buffer, are gathered once after each optimizer step, and stay.
-// Views are f32: with a 16-bit gather dtype the unit is gathered in 16 bits and converted into an f32 buffer.
+// Host memory: views are f32 (a 16-bit gather dtype is converted into an f32 buffer after the gather).
+// Device memory (PrefetchOptions::device set, zero/engine/device.h): the pool is device memory and a view is the
+// gathered buffer itself, in gather_dtype (the model's compute dtype on CUDA: nothing is converted). Gathers run on
+// the device's communication stream: a gather into a buffer first waits for the event the compute stream recorded
+// when the buffer's previous unit was released, and acquire() makes the compute stream wait for the gather's event
+// instead of waiting on the host. The source shard space may be device memory (gathered from directly) or
+// page-locked host memory (offload_param: the rank's own shard is copied up into its place in the gather buffer on
+// the communication stream, then gathered in place). The host waits for the gathers' Work handles only at
+// end_pass() and invalidate() (errors, dead peers), by then long complete. begin_pass() orders the pass's gathers
+// after everything queued on the compute stream before it (the optimizer's new 16-bit weights).
 // A unit may land in a different buffer each time it is gathered, so callers must not keep views across
 // release (the model, model/gpt.h, re-points its recorded views instead).
 // Threading: one thread drives a scheduler (the communicator's single-issuer rule); Work completes in the
-// communicator's worker. Non-goals: device memory (CUDA streams come with the GPU issue), NVMe parameter offload.
+// communicator's worker (host) or on the device. Non-goals: NVMe parameter offload, several devices.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "tensor/tensor.h"
+#include "zero/engine/device.h"
 #include "zero/engine/partition.h"
+#include "zero/engine/stream_spans.h"
 #include "zero/engine/timeline.h"
 #include "zero/optim/pinned_buffer.h"
 #include "zerowire/communicator.h"
@@ -43,8 +55,9 @@ struct PrefetchOptions {
   int64_t model_persistence_numel = INT64_MAX;  // stage3_model_persistence_threshold: cap on persistent elements
   DataType gather_dtype = DataType::kFloat32;   // f32, f16 or bf16 (the dtype of the source shard space)
   bool poison_released = false;  // test hook: fill a buffer with NaN when its unit leaves (catches stale views)
-  void* stream = nullptr;        // cudaStream_t the gathers are ordered on (device memory, GPU engine; host: unused)
-  Timeline* timeline = nullptr;  // records every gather and wait when set (must outlive the scheduler)
+  EngineDevice* device = nullptr;  // set: the pool is device memory, gathers on its communication stream (not owned)
+  Timeline* timeline = nullptr;    // records every gather and wait when set (must outlive the scheduler)
+  StreamSpans* spans = nullptr;    // device: records stream spans of the gathers into `timeline` (not owned)
 };
 
 // One gather as seen by the overlap test: when it was issued relative to its use.
@@ -79,7 +92,8 @@ class PrefetchScheduler {
   // Starts a pass: `scheduled` (training micro step) follows and prefetches along the order (recording it when
   // none is known yet); unscheduled passes (evaluation) gather on demand in any order.
   Status begin_pass(bool scheduled);
-  // Returns the unit's gathered values as f32 (padded_numel elements); waits for its gather if needed.
+  // Returns the unit's gathered values (padded_numel elements: f32 on the host, gather_dtype on the device); waits
+  // for its gather (host) or makes the compute stream wait for it (device).
   Result<MemRef> acquire(int unit);
   Status release(int unit);
   // Ends a pass; the first recorded pass fixes the order and checks the fingerprint (collective).
@@ -100,8 +114,11 @@ class PrefetchScheduler {
  private:
   struct Slot {
     MemRef gather;   // gather_dtype, max padded numel
-    MemRef compute;  // f32 view buffer (== gather when gather_dtype is f32)
+    MemRef compute;  // f32 view buffer (== gather when gather_dtype is f32 or the pool is device memory)
     int unit = -1;   // occupant, -1 = free
+    DeviceEvent gathered = nullptr;  // device: recorded on the comm stream after the latest gather into it
+    DeviceEvent released = nullptr;  // device: recorded on the compute stream when its last unit was released
+    bool release_pending = false;    // device: `released` was recorded and no gather has waited for it yet
   };
   struct UnitState {
     bool persistent = false;  // own buffer, gathered once per optimizer step
@@ -127,6 +144,9 @@ class PrefetchScheduler {
   bool keep_for_reuse(int unit) const;
   Status check_fingerprint();
   Status drop(int unit);
+  Status allocate_device(size_t total);
+  Status issue_device(UnitState& st, const CollectiveOptions& o, int unit);
+  Status check_device_works();
 
   Communicator& comm_;
   const PartitionManager& pm_;
@@ -138,6 +158,9 @@ class PrefetchScheduler {
   // The gather pool: over shm from zw::mem_alloc, so peers write the gathered shards into it with memcpy instead
   // of process_vm_writev; otherwise a huge-page-advised private mapping.
   PinnedBuffer pool_;
+  tensor::Buffer device_pool_;  // device memory (PrefetchOptions::device)
+  std::vector<Work> device_works_;  // device: gathers the host has not waited for yet (checked at end_pass)
+  DeviceEvent pass_start_ = nullptr;  // device: recorded on the compute stream at begin_pass
   std::unique_ptr<void, MemFree> shared_pool_;
   std::byte* pool_base_ = nullptr;
   size_t pool_bytes_ = 0;

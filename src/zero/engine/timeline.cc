@@ -143,8 +143,18 @@ void Timeline::completed(int id, const Work& work, int64_t observed_ns) {
   s.end_ns = s.run_reported ? t.end_ns : observed_ns;
 }
 
-void Timeline::compute(int unit, bool backward, int64_t t0, int64_t t1) {
+void Timeline::device_ran(int id, int64_t t0, int64_t t1) {
+  if (id < 0 || size_t(id) >= spans_.size()) return;
+  Span& s = spans_[size_t(id)];
+  s.start_ns = t0;
+  s.end_ns = t1;
+  s.run_reported = true;
+  s.device_timed = true;
+}
+
+void Timeline::compute(int unit, bool backward, int64_t t0, int64_t t1, bool device) {
   Span s;
+  s.device_timed = device;
   s.kind = backward ? SpanKind::kBackward : SpanKind::kForward;
   s.unit = unit;
   s.issue_ns = s.start_ns = t0;
@@ -174,7 +184,7 @@ std::string Timeline::chrome_json() const {
                    {"start_us", us(s.start_ns)},
                    {"end_us", us(s.end_ns)},
                    {"queued_us", us(s.start_ns - s.issue_ns)},
-                   {"run_source", s.run_reported ? "communicator" : "engine-observed"}});
+                   {"run_source", s.device_timed ? "device" : s.run_reported ? "communicator" : "engine-observed"}});
       ++(s.run_reported ? reported : observed);
       if (s.wait_begin_ns > 0) {
         args.update({{"wait_begin_us", us(s.wait_begin_ns)}, {"wait_end_us", us(s.wait_end_ns)}});
@@ -204,10 +214,12 @@ std::string Timeline::chrome_json() const {
       {"completion",
        "collective spans run from when the communicator's thread started the operation to its completion "
        "(Work::timing, queueing excluded; run_source \"communicator\"); where it reports none, from issue to "
-       "the engine's observation of completion (run_source \"engine-observed\")"},
+       "the engine's observation of completion (run_source \"engine-observed\"); on the engine's device path, "
+       "from CUDA events on the communication stream around the operation (run_source \"device\")"},
       {"spans_run_source_communicator", reported},
       {"spans_run_source_engine_observed", observed},
-      {"compute", "a unit's compute span: from the engine's fetch returning it to its release (forward/backward)"},
+      {"compute", "a unit's compute span: from the engine's fetch returning it to its release (forward/backward); "
+                  "on the device path, CUDA events on the compute stream at fetch and release"},
       {"hidden_fraction_definition",
        "|union of the kind's collective spans ∩ union of compute spans| / |union of the kind's collective spans|"},
       {"all_gather", kind_json(f.all_gather)},

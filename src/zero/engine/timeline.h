@@ -7,13 +7,14 @@
 // several ranks line up). A collective's "run" interval is the one the communicator reports (Work::timing(): from
 // the moment the thread running it started it to its completion, queueing excluded); when it reports none (polled
 // GPU operations) the interval falls back to issue .. the moment the engine observed completion, and the span says
-// so (run_source). The figures:
+// so (run_source). On the engine's device path (stream_spans.h) every span is device time instead: a collective's
+// run interval and a unit's compute span come from CUDA events on the communication and compute streams
+// (run_source "device"), converted to the same steady clock. The figures:
 //   hidden fraction (per kind) = |in flight ∩ compute| / |in flight|, where "in flight" is the union of the kind's
 //   run intervals and "compute" the union of compute spans;
 //   blocked = |union of the intervals during which the engine waited for a collective|.
 // Cost: the engine holds a null Timeline pointer when EngineOptions::timeline is off (one branch per event).
-// Threading: one thread (the engine's) records. Non-goals: device-side (stream) timestamps, spans of the
-// optimizer step's small collectives.
+// Threading: one thread (the engine's) records. Non-goals: spans of the optimizer step's small collectives.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +39,7 @@ struct Span {
   int64_t wait_begin_ns = 0;  // collectives: the engine started waiting for it (0: never waited)
   int64_t wait_end_ns = 0;    // collectives: the engine stopped waiting
   bool run_reported = false;  // collectives: start/end are the communicator's (else issue .. observed completion)
+  bool device_timed = false;  // start/end are CUDA event times on a stream (the engine's device path)
 };
 
 struct KindOverlap {
@@ -68,8 +70,10 @@ class Timeline {
   void waited(int id, int64_t t0, int64_t t1);
   // Collective `id` is known complete at `observed_ns`; `work` says when it ran (if it can).
   void completed(int id, const Work& work, int64_t observed_ns);
-  // Unit `unit` computed between t0 and t1.
-  void compute(int unit, bool backward, int64_t t0, int64_t t1);
+  // Collective `id` ran on the device between t0 and t1 (CUDA events, steady ns; stream_spans.h).
+  void device_ran(int id, int64_t t0, int64_t t1);
+  // Unit `unit` computed between t0 and t1 (host clock, or device time where `device` is set).
+  void compute(int unit, bool backward, int64_t t0, int64_t t1, bool device = false);
 
   const std::vector<Span>& spans() const { return spans_; }
   int rank() const { return rank_; }
