@@ -10,14 +10,14 @@
 // Non-goals: device memory (the engine's GPU path is a later step).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <thread>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
-#include <algorithm>
 #include "model/gpt_layout.h"
-#include <thread>
 #include "zero/checkpoint/checkpoint.h"
 #include "zero/engine/engine.h"
 #include "zero/engine/engine_params.h"
@@ -63,16 +63,18 @@ class ZeroStrategy final : public Strategy {
   zero::ZeroConfig ds_;
   Communicator& comm_;
   const model::GptLayout& layout_;
-  std::unique_ptr<zero::Engine> engine_;
-  std::unique_ptr<zero::EngineParams> params_;
   Placement place_;
   tensor::CudaContext* cuda_;  // set: the engine's device path
+  std::unique_ptr<zero::Engine> engine_;
+  std::unique_ptr<zero::EngineParams> params_;
 };
 
 Status ZeroStrategy::create() {
   if (ds_.scheduler.type != zero::SchedulerType::kNone)
     return Status(Code::kUnsupported,
                   "zw_train: the DeepSpeed \"scheduler\" block is not implemented by zw_train; "
+                  "remove it and use --lr, --min-lr and --warmup-steps");
+  if (ds_.explicit_keys.count("gradient_clipping") == 0) ds_.gradient_clipping = c_.grad_clip;
   const DataType ds_dtype = ds_.fp16.enabled   ? DataType::kFloat16
                             : ds_.bf16.enabled ? DataType::kBFloat16
                                                : DataType::kFloat32;
@@ -80,10 +82,8 @@ Status ZeroStrategy::create() {
     return Status(Code::kInvalidArgument, std::string("zw_train: --dtype asks for ") + dtype_name(place_.dtype) +
                                               " but the DeepSpeed config trains in " + dtype_name(ds_dtype) +
                                               " (its fp16/bf16 blocks); leave --dtype at auto or make them agree");
-                  "remove it and use --lr, --min-lr and --warmup-steps");
-  eo.cuda = cuda_;
-  if (ds_.explicit_keys.count("gradient_clipping") == 0) ds_.gradient_clipping = c_.grad_clip;
   zero::EngineOptions eo;
+  eo.cuda = cuda_;
   eo.alignment = 16;
   eo.declared_order = model::GptModel::unit_order(layout_);
   eo.adam.beta1 = 0.9f;

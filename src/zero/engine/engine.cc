@@ -30,6 +30,12 @@ Status check_implemented(const ZeroConfig& config) {
                                                                            "stage3_prefetch_bucket_size");
   if (set("stage3_gather_16bit_weights_on_model_save") && z.gather_16bit_weights_on_model_save)
     return refuse("stage3_gather_16bit_weights_on_model_save", "use tools/zw_consolidate --dtype bf16|f16");
+  if (!z.allgather_partitions) return refuse("allgather_partitions = false", "partitions are all-gathered");
+  if (!z.reduce_scatter) return refuse("reduce_scatter = false", "gradients are reduce-scattered");
+  if (!z.contiguous_gradients) return refuse("contiguous_gradients = false", "gradients are contiguous per unit");
+  return Status();
+}
+
 // The device engine's placements (engine.h): what it cannot do is refused by name.
 Status check_device_placement(const ZeroConfig& config) {
   const ZeroOptimizationConfig& z = config.zero;
@@ -43,12 +49,6 @@ Status check_device_placement(const ZeroConfig& config) {
     return Status(Code::kUnsupported,
                   "zero engine (GPU): the optimizer on the GPU is AdamW (tensor::FlatAdamW); Adam with L2 weight decay "
                   "(adam_w_mode false) runs only offloaded: set offload_optimizer.device \"cpu\" or use AdamW");
-  return Status();
-}
-
-  if (!z.allgather_partitions) return refuse("allgather_partitions = false", "partitions are all-gathered");
-  if (!z.reduce_scatter) return refuse("reduce_scatter = false", "gradients are reduce-scattered");
-  if (!z.contiguous_gradients) return refuse("contiguous_gradients = false", "gradients are contiguous per unit");
   return Status();
 }
 
@@ -84,26 +84,26 @@ Result<std::unique_ptr<Engine>> Engine::create(Communicator& comm, const ZeroCon
       e->comm_dtype_ = DataType::kBFloat16;
       break;
     case CommDataType::kFp32:
-  if (options.cuda != nullptr) ZW_TRY(check_device_placement(config));
       e->comm_dtype_ = DataType::kFloat32;
       break;
   }
   // DeepSpeed's ZeRO-3 divides by the world size before the sum, and by gradient_predivide_factor unless
   // prescale_gradients (the parser refuses both at once); the engine undoes it in the optimizer's grad_scale.
   e->predivide_ = double(comm.size()) * (g.prescale_gradients ? 1.0 : g.gradient_predivide_factor);
+  if (options.cuda != nullptr) ZW_TRY(check_device_placement(config));
   ZW_TRY(e->allocate());
+  if (!options.declared_order.empty()) ZW_TRY(e->prefetch_->declare_order(options.declared_order));
+  return e;
+}
+
+Engine::~Engine() = default;
+
 MemRef Engine::grad_shard_ref() const {
   const size_t n = size_t(pm_.total_shard_numel());
   return device_ ? d_grad_.tensor().mem : MemRef::host(grad_acc_.data(), n * 4);
 }
 
 float* Engine::host_master() { return master_.size() > 0 ? master_.as<float>() : nullptr; }
-
-  if (!options.declared_order.empty()) ZW_TRY(e->prefetch_->declare_order(options.declared_order));
-  return e;
-}
-
-Engine::~Engine() = default;
 
 Status Engine::allocate() {
   const size_t n = size_t(pm_.total_shard_numel());
@@ -142,17 +142,17 @@ Status Engine::allocate() {
   po.persistence_threshold = z.param_persistence_threshold;
   po.model_persistence_numel = z.model_persistence_threshold;
   po.gather_dtype = model_dtype_;
-    fetched_mark_.assign(size_t(pm_.num_units()), -1);
-    if (device_) spans_ = std::make_unique<StreamSpans>(*device_, *timeline_);
   po.poison_released = options_.poison_released;
   po.device = device_.get();
-  po.spans = spans_.get();
   if (options_.timeline) {
     timeline_ = std::make_unique<Timeline>(pm_.rank());
     fetched_ns_.assign(size_t(pm_.num_units()), 0);
     fetched_grads_.assign(size_t(pm_.num_units()), false);
+    fetched_mark_.assign(size_t(pm_.num_units()), -1);
+    if (device_) spans_ = std::make_unique<StreamSpans>(*device_, *timeline_);
   }
   po.timeline = timeline_.get();
+  po.spans = spans_.get();
   ZW_ASSIGN_OR_RETURN(prefetch_, PrefetchScheduler::create(comm_, pm_, source, po));
   GradReducerOptions ro;
   ro.reduce_bucket_numel = z.reduce_bucket_size;
@@ -177,14 +177,14 @@ Status Engine::allocate() {
 EngineMemory Engine::memory() const {
   EngineMemory m;
   const size_t d_params = d_master_.tensor().bytes() + d_model16_.tensor().bytes();
-  if (device_)
-    m.device_bytes = d_params + d_adam + d_grad_.tensor().bytes() + m.gather_pool_bytes + m.reduce_pool_bytes;
   const size_t d_adam = gpu_optimizer() ? 2 * d_master_.tensor().bytes() : 0;
   m.param_shard_bytes = master_.size() + model16_.size() + pinned16_.bytes + d_params;
   m.optimizer_bytes = m_.size() + v_.size() + d_adam;
   m.grad_shard_bytes = grad_acc_.size() + d_grad_.tensor().bytes();
   m.gather_pool_bytes = prefetch_ ? prefetch_->buffer_bytes() : 0;
   m.reduce_pool_bytes = reducer_ ? reducer_->buffer_bytes() : 0;
+  if (device_)
+    m.device_bytes = d_params + d_adam + d_grad_.tensor().bytes() + m.gather_pool_bytes + m.reduce_pool_bytes;
   return m;
 }
 
@@ -192,31 +192,31 @@ Status Engine::init_params(const std::function<Status(int unit, float* values)>&
   std::vector<float> full(size_t(pm_.max_padded_numel()));
   std::vector<float> staged(host_master() == nullptr ? size_t(pm_.total_shard_numel()) : 0);
   float* master = host_master() != nullptr ? host_master() : staged.data();
-  ZW_TRY(upload_master(master));
   for (int u = 0; u < pm_.num_units(); ++u) {
     std::fill(full.begin(), full.end(), 0.0f);
     ZW_TRY(fill(u, full.data()));
     const int64_t S = pm_.shard_numel(u);
     std::memcpy(master + pm_.shard_offset(u), full.data() + int64_t(pm_.rank()) * S, size_t(S) * 4);
   }
+  ZW_TRY(upload_master(master));
   return refresh_model16();
 }
 
 Status Engine::init_shards(const std::function<Status(int unit, int64_t begin, int64_t count, float* out)>& fill) {
   std::vector<float> staged(host_master() == nullptr ? size_t(pm_.total_shard_numel()) : 0);
   float* master = host_master() != nullptr ? host_master() : staged.data();
-  ZW_TRY(upload_master(master));
   for (int u = 0; u < pm_.num_units(); ++u) {
     const int64_t S = pm_.shard_numel(u), first = int64_t(pm_.rank()) * S;
     const int64_t count = std::clamp<int64_t>(pm_.unit(u).numel - first, 0, S);
     std::fill(master + pm_.shard_offset(u), master + pm_.shard_offset(u) + S, 0.0f);
-  if (device_) return refresh_model16_device();
     if (count > 0) ZW_TRY(fill(u, first, count, master + pm_.shard_offset(u)));
   }
+  ZW_TRY(upload_master(master));
   return refresh_model16();
 }
 
 Status Engine::refresh_model16() {
+  if (device_) return refresh_model16_device();
   if (model_dtype_ != DataType::kFloat32) {
     const tensor::Shape shape{pm_.total_shard_numel()};
     ZW_TRY(tensor::convert(tensor::Tensor{MemRef::host(master_.data(), master_.size()), DataType::kFloat32, shape},
@@ -293,13 +293,13 @@ AdamParams Engine::adam_params(double lr, float grad_scale) const {
   p.grad_scale = grad_scale;
   return p;
 }
-  if (device_) return step_device(lr);
 
 Result<StepResult> Engine::step(double lr) {
   if (in_micro_ || micro_ != gas_)
     return Status(Code::kInvalidArgument, "zero engine: step() after " + std::to_string(micro_) + " of " +
                                               std::to_string(gas_) + " micro steps; run all of them first");
   micro_ = 0;
+  if (device_) return step_device(lr);
   StepResult r;
   r.loss_scale = step_loss_scale_;
   const size_t n = size_t(pm_.total_shard_numel());
@@ -356,13 +356,13 @@ Status Engine::begin_eval() {
 }
 
 Status Engine::end_eval() {
-  if (device_) return gather_unit_device(unit, out);
   if (!in_eval_) return Status(Code::kInvalidArgument, "zero engine: end_eval without begin_eval");
   in_eval_ = false;
   return prefetch_->end_pass();
 }
 
 Status Engine::gather_unit(int unit, float* out) {
+  if (device_) return gather_unit_device(unit, out);
   const bool own_pass = !in_eval_;
   if (own_pass) ZW_TRY(begin_eval());
   ZW_ASSIGN_OR_RETURN(const UnitView v, fetch(unit, false));
