@@ -71,6 +71,7 @@ DEADLINE_S=${DEADLINE_S:-540}
 RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-300}
 MIN_RUN_S=${MIN_RUN_S:-20}  # no run starts with less than this left before DEADLINE_S
 ZW_ARGS=${ZW_ARGS:-}
+export -n ZW_ARGS  # a bench setting, not a zerowire knob: keep it out of zw_train's environment (unknown-knob warning)
 TORCH_ARGS=${TORCH_ARGS:-}
 LOG_DIR=${LOG_DIR:-}
 RESULTS_CSV=${RESULTS_CSV:-}

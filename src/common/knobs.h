@@ -56,7 +56,7 @@ struct Knobs {
   std::string cuda_algo;        // ZW_CUDA_ALGO: auto, direct or ring (node-local device-memory collectives)
   int64_t cuda_ce_bytes;        // ZW_CUDA_CE_BYTES: all-gathers of this many bytes per rank use copy engines
   int64_t cuda_oneshot_bytes;   // ZW_CUDA_ONESHOT_BYTES: one-shot all-reduce up to this many bytes read from peers
-  std::string cuda_gelu_fusion; // ZW_CUDA_GELU_FUSION: none, forward or both (the MLP's GELU in cuBLASLt epilogues)
+  std::string cuda_gelu_fusion; // ZW_CUDA_GELU_FUSION: both, forward or none (the MLP's GELU in cuBLASLt epilogues)
 };
 
 enum class KnobType { kString, kInt, kBytes, kDouble };

@@ -13,8 +13,8 @@
 // GELU uses CUBLASLT_EPILOGUE_DGELU (D = product ∘ gelu'(aux)). cuBLASLt's GELU is the tanh form (GPT-2's); where it
 // offers no such kernel for a shape (the aux leading dimension must be a multiple of 8, aux 16-byte aligned), the
 // unfused pair (matmul, then pointwise.cu's GELU kernels) runs instead, with the same results up to rounding; so it does
-// for what ZW_CUDA_GELU_FUSION turns off (default "forward": cuBLASLt's DGELU kernels ran slower on an H200 than the
-// plain matmul and our GELU backward together). The bias gradient db[OC] += Σ_rows dout is our own kernel pair: stage 1 sums fixed row blocks per column into f32 partials in the context scratch, stage 2
+// for what ZW_CUDA_GELU_FUSION turns off (default "both": on an H200 GPT-2 124M trained 2 % faster with both epilogues
+// than with the forward one alone, 3 % faster than with none). The bias gradient db[OC] += Σ_rows dout is our own kernel pair: stage 1 sums fixed row blocks per column into f32 partials in the context scratch, stage 2
 // (column_sums.cuh) adds the partials of each column in a fixed order into db — no atomics, a fixed order, the same bits on every run.
 // cuBLAS documents bit-wise reproducible results for one toolkit version on one GPU model, and its split-K
 // reduction schemes (in place with ordering counters, or a separate reduction pass) are all ordered; we opt into
