@@ -32,6 +32,10 @@
 #              with a message where compute-sanitizer is absent. The remaining stages are full mode only.
 #   multiproc  cap 40 s. 4 processes under zwrun on the visible GPU(s) (more ranks than GPUs: contexts time-sliced),
 #              direct and ring, all-gather, reduce-scatter and all-reduce 8 KiB-32 MiB, every size validated.
+#   zero3      cap 240 s (quick too). tests/zero/gpu/zwrun_gpu_train_test.sh through ctest (zw_gpu_zero_train_test, left
+#              out of the tests stage): the ZeRO-3 engine on the GPU as processes under zwrun — parity with the
+#              single-process GPU trainer on 1-4 ranks, the seed and demo configs, resume on 3 GPU ranks and on the
+#              CPU, the timeline's device spans, a killed rank named by the survivor. ZW_ZERO_GPU_PARTS picks parts.
 #   reduce     cap 20 s. zw_cuda_reduce_bench: the CUDA reduce kernels against a device-to-device copy.
 #   offload    cap 30 s. zw_offload_bench: the ZeRO-3 offloaded optimizer's copies hidden behind the host Adam update.
 #   peercopy   2 GPUs, cap 60 s. zw_nccl_perf -t peercopy, the cudaMemcpyPeerAsync push reference, REPS times.
@@ -171,7 +175,7 @@ stage_tests() {
   fi
   cd "$BUILD" || return 2
   local names t rc st dt t0 limit worst=0
-  names=$(ctest -N -R 'cuda|gpu' | sed -n 's/^ *Test *#[0-9]*: //p')
+  names=$(ctest -N -R 'cuda|gpu' | sed -n 's/^ *Test *#[0-9]*: //p' | grep -vx zw_gpu_zero_train_test)  # stage zero3
   [ -n "$names" ] || { echo "   no ctest entry matches 'cuda|gpu'"; return 2; }
   for t in $names; do echo "$(test_rank "$t") $t"; done | sort -s -k1,1n | while read -r _ t; do
     limit=$(test_limit "$t")
@@ -231,6 +235,15 @@ stage_memcheck() {
     echo "   $t: $line (exit $rc)" | tee -a "$LOG/memcheck/status.txt"
   done
   return "$worst"
+}
+
+stage_zero3() {
+  cd "$BUILD" || return 2
+  ctest -N -R '^zw_gpu_zero_train_test$' | grep -q 'Total Tests: 1' || { echo "   zw_gpu_zero_train_test: not built"; return 1; }
+  bounded 600 ctest -R '^zw_gpu_zero_train_test$' -V </dev/null >"$LOG/zero3.log" 2>&1
+  local rc=$?
+  grep -E '^[0-9]+: (parity|seed|resume|kill|timeline|  max|zwrun_gpu_train_test|.*hidden behind)' "$LOG/zero3.log" | cut -c1-240
+  return $rc
 }
 
 stage_multiproc() {
@@ -304,7 +317,7 @@ stage_ring() {
   return "$worst"
 }
 export -f run_bin stage_build test_limit test_rank stage_tests stage_memcheck stage_multiproc stage_reduce \
-  stage_offload stage_train stage_peercopy stage_nccl stage_ring
+  stage_offload stage_train stage_peercopy stage_nccl stage_ring stage_zero3
 
 # ---- the stage runner ----
 
@@ -365,6 +378,7 @@ if [ -f "$BUILD/build.ninja" ]; then
   else
     stage memcheck 75
   fi
+  stage zero3 240
   if [ "$QUICK" != 1 ]; then
     stage multiproc 40
     stage reduce 20
