@@ -158,8 +158,32 @@ class CudaEngineDevice final : public EngineDevice {
   std::vector<void*> pinned_;
 };
 
+// Loads the engine's kernels now (CUDA loads kernels lazily, and loading may wait for the context to go idle: ranks
+// of one process sharing a GPU would then deadlock when a first pack launch waits for a peer's spinning gather kernel,
+// which waits for this rank's next launch; collectives/gpu/gpu_preload.cc does the same for the collectives).
+Status preload_kernels() {
+  const void* kernels[] = {
+      reinterpret_cast<const void*>(&pack_kernel<DataType::kFloat32>),
+      reinterpret_cast<const void*>(&pack_kernel<DataType::kFloat16>),
+      reinterpret_cast<const void*>(&pack_kernel<DataType::kBFloat16>),
+      reinterpret_cast<const void*>(&widen_add_kernel<DataType::kFloat32>),
+      reinterpret_cast<const void*>(&widen_add_kernel<DataType::kFloat16>),
+      reinterpret_cast<const void*>(&widen_add_kernel<DataType::kBFloat16>),
+      reinterpret_cast<const void*>(&nan_kernel<DataType::kFloat32>),
+      reinterpret_cast<const void*>(&nan_kernel<DataType::kFloat16>),
+      reinterpret_cast<const void*>(&nan_kernel<DataType::kBFloat16>)};
+  for (const void* k : kernels) {
+    cudaFuncAttributes attr{};
+    ZW_TRY(cuda_ok(cudaFuncGetAttributes(&attr, k),
+                   "loading the engine's kernels (cudaFuncGetAttributes; was zerowire built for this GPU's "
+                   "architecture? see CMAKE_CUDA_ARCHITECTURES)"));
+  }
+  return Status();
+}
+
 Status CudaEngineDevice::init() {
   DeviceGuard g(device_);
+  ZW_TRY(preload_kernels());
   // A priority above the compute stream's, so that a gather queued behind compute kernels is scheduled first.
   int least = 0, greatest = 0;
   ZW_TRY(cuda_ok(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange"));
