@@ -23,6 +23,7 @@ Status validate(const TrainConfig& c) {
   if (c.ckpt_every < -1 || c.stop_after < 0) return bad("--ckpt-every must be >= -1 and --stop-after >= 0");
   if (c.ckpt_every == -1 && c.stop_after > 0) return bad("--stop-after needs a checkpoint: drop --ckpt-every -1");
   if (c.threads < 1) return bad("--threads must be >= 1");
+  if (c.grad_accum < 1) return bad("--gradient-accumulation-steps must be >= 1");
   if (!c.data.empty() && !c.data_bin.empty()) return bad("give --data or --data-bin, not both");
   if (!c.data.empty() && c.model.vocab_size < 256) return bad("--data is byte-level: --vocab must be >= 256");
   if (c.device != "auto" && c.device != "cuda" && c.device != "cpu") return bad("--device must be cuda, cpu or auto");

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "model/gpt_layout.h"
+#include "zero/config/config.h"
 #include "zerowire/status.h"
 
 namespace zw::train {
@@ -41,6 +43,9 @@ struct TrainConfig {
   std::string dtype = "auto";                    // "bf16", "fp16", "fp32", or "auto" (bf16 on cuda, fp32 on cpu)
   double peak_tflops = 989.4;                    // MFU denominator: H100/H200 SXM dense bf16 (datasheet)
   bool profile = false;                          // CUDA: per-op device time, printed at the end of the run
+  int grad_accum = 1;                            // fills "auto" gradient_accumulation_steps of a DeepSpeed config
+  std::set<std::string> flags_given;             // flags set on the command line ("--lr"): who won against the file
+  zero::SchedulerConfig ds_scheduler;            // a DeepSpeed "scheduler" block (ZeRO); kNone: warmup + cosine
 };
 
 // The device and compute dtype a config resolves to on this machine.

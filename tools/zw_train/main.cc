@@ -27,6 +27,10 @@ void add_train_flags(CLI::App& app, zw::train::TrainConfig& c) {
   app.add_option("--seq-len", c.model.max_seq_len, "context length T")->capture_default_str();
   app.add_option("--vocab", c.model.vocab_size, "vocabulary (256 for the byte tokenizer)")->capture_default_str();
   app.add_option("--batch", c.batch, "sequences per step")->capture_default_str();
+  app.add_option("--gradient-accumulation-steps", c.grad_accum,
+                 "with --deepspeed_config: fills \"auto\" gradient_accumulation_steps (the micro batch is --batch / "
+                 "(this × ranks))")
+      ->capture_default_str();
   app.add_option("--steps", c.steps, "total optimizer steps (and the LR schedule's length)")->capture_default_str();
   app.add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
   app.add_option("--min-lr", c.min_lr, "learning rate at the end of the cosine decay")->capture_default_str();
@@ -91,8 +95,11 @@ int main(int argc, char** argv) {
   app.add_option("--dump-corpus", dump_path, "write the embedded corpus to a file and exit");
   std::string ds_config;
   app.add_option("--deepspeed_config,--deepspeed-config", ds_config,
-                 "DeepSpeed JSON: train with ZeRO-3 across the ranks of zwrun (batch sizes from the file)");
+                 "DeepSpeed JSON: train with ZeRO-3 across the ranks of zwrun; \"auto\" takes the flags, and values "
+                 "the file gives win over them (README: bring your DeepSpeed config)");
   CLI11_PARSE(app, argc, argv);
+  for (const CLI::Option* opt : app.get_options())
+    if (opt->count() > 0) train.flags_given.insert(opt->get_name());  // a DeepSpeed config says which of them won
 
   if (!dump_path.empty()) return dump_corpus(dump_path);
   if (sample_mode) {

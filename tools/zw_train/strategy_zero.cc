@@ -2,12 +2,18 @@
 // across the ranks; the model gets each unit through zero::EngineParams.
 //
 // Batch sizes come from the DeepSpeed JSON (train_batch_size = micro × accumulation × ranks). Optimizer: the JSON's
-// "optimizer" block when present (constant lr; a "scheduler" block is refused), otherwise the trainer's AdamW
-// (betas 0.9/0.95, eps 1e-8, --weight-decay) with its warmup + cosine schedule. Clipping: "gradient_clipping" when
-// the file sets it, else --grad-clip. Checkpoints: out_dir/ckpt_zero/global_step<N>/ (zero/checkpoint) with the
-// trainer's state as client state, out_dir/ckpt_zero/latest naming the newest and model.json the model config;
-// --resume continues from latest on any number of ranks. --timeline writes PREFIX.rank<r>.json.
-// Non-goals: device memory (the engine's GPU path is a later step).
+// "optimizer" block when present, otherwise the trainer's AdamW (betas 0.9/0.95, eps 1e-8, --weight-decay); the
+// learning rate of each step is the trainer's schedule (make_schedule: the JSON's "scheduler" block with DeepSpeed's
+// formulas, else warmup + cosine; see ds_config.h). With gather_16bit_weights_on_model_save every checkpoint also
+// writes global_step<N>/model.safetensors, the full model in the training dtype (zero::consolidate_checkpoint).
+// Clipping: "gradient_clipping" when the file sets it, else --grad-clip.
+// Checkpoints: out_dir/ckpt_zero/global_step<N>/ (zero/checkpoint) with the trainer's state as client state,
+// out_dir/ckpt_zero/latest naming the newest and model.json the model config;
+// --resume continues from latest on any number of ranks (and devices: a GPU run's checkpoint loads on the CPU).
+// --timeline writes PREFIX.rank<r>.json. With --device cuda the engine runs on the GPU (zero/engine/engine.h,
+// "DEVICE ENGINE"): the model computes in the config's precision (fp16, bf16, else fp32) and an explicit --dtype
+// must agree with it; ranks may share one GPU (separate processes under zwrun).
+// Non-goals: one process driving several GPUs.
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,9 +51,6 @@ class ZeroStrategy final : public Strategy {
   Result<StepOutcome> step(double lr) override;
   Status begin_eval() override { return engine_->begin_eval(); }
   Status end_eval() override { return engine_->end_eval(); }
-  double lr(double scheduled) const override {
-    return ds_.optimizer.type == zero::OptimizerType::kNone ? scheduled : ds_.optimizer.lr;
-  }
   Result<double> sum_over_ranks(double local) override;
   Status save(const std::string& out_dir, int64_t step, const nlohmann::json& client) override;
   Result<std::optional<nlohmann::json>> load(const std::string& out_dir,
@@ -70,10 +73,6 @@ class ZeroStrategy final : public Strategy {
 };
 
 Status ZeroStrategy::create() {
-  if (ds_.scheduler.type != zero::SchedulerType::kNone)
-    return Status(Code::kUnsupported,
-                  "zw_train: the DeepSpeed \"scheduler\" block is not implemented by zw_train; "
-                  "remove it and use --lr, --min-lr and --warmup-steps");
   if (ds_.explicit_keys.count("gradient_clipping") == 0) ds_.gradient_clipping = c_.grad_clip;
   const DataType ds_dtype = ds_.fp16.enabled   ? DataType::kFloat16
                             : ds_.bf16.enabled ? DataType::kBFloat16
@@ -149,6 +148,12 @@ Status ZeroStrategy::save(const std::string& out_dir, int64_t step, const nlohma
   const std::string tag = "global_step" + std::to_string(step);
   ZW_TRY(engine_->save_checkpoint(root(out_dir) + "/" + tag, client.dump()));
   if (comm_.rank() != 0) return Status();
+  if (ds_.zero.gather_16bit_weights_on_model_save) {  // DeepSpeed's save_16bit_model, in the training dtype
+    const DataType dtype = ds_.fp16.enabled ? DataType::kFloat16 : ds_.bf16.enabled ? DataType::kBFloat16
+                                                                                     : DataType::kFloat32;
+    const std::string dir = root(out_dir) + "/" + tag;
+    ZW_TRY(zero::consolidate_checkpoint(dir, dir + "/model.safetensors", dtype, /*verify=*/false));
+  }
   std::ofstream(root(out_dir) + "/" + kZeroModelFile) << client.at("model").dump() << "\n";
   const std::string tmp = root(out_dir) + "/latest.tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "w");

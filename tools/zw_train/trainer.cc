@@ -12,6 +12,7 @@
 
 #include "model/gpt.h"
 #include "zw_train/data.h"
+#include "zw_train/ds_config.h"
 #include "zw_train/metrics.h"
 #include "zw_train/optim.h"
 #include "zw_train/strategy.h"
@@ -84,7 +85,7 @@ Status Trainer::init(
   ZW_ASSIGN_OR_RETURN(model_, model::GptModel::create(layout_, mo));
   flops_per_token_ = flops_per_token(c_.model, layout_.num_params);
   rng_ = SplitMix(c_.seed ^ 0xda7a5eedull);
-  schedule_ = LrSchedule{c_.lr, c_.min_lr, c_.warmup_steps, c_.steps};
+  schedule_ = make_schedule(c_);
   inputs_.resize(size_t(global_batch_) * c_.model.max_seq_len);
   targets_.resize(inputs_.size());
   std::error_code ec;
@@ -273,6 +274,7 @@ Result<TrainReport> run_zero_training(const TrainConfig& config, const zero::Zer
   Result<TrainReport> r = [&]() -> Result<TrainReport> {
     ZW_TRY(validate(config));
     TrainConfig c = config;
+    apply_ds_config(ds, &c);  // the file's lr, schedule, clipping and logging interval over the flags
     if (c.device == "auto") c.device = "cpu";  // ZeRO-3 runs on the GPU when asked: --device cuda
     // On the GPU the DeepSpeed config's precision is the compute dtype (make_zero_strategy checks an explicit one).
     if (c.device == "cuda" && c.dtype == "auto")
@@ -293,10 +295,12 @@ Result<TrainReport> run_zero_training(const TrainConfig& config, const zero::Zer
 Result<TrainReport> run_zero_training_from_env(const TrainConfig& config, const std::string& ds_config_path) {
   ZW_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, Communicator::create_from_environment());
   const std::string source = "ZW_WORLD_SIZE=" + std::to_string(comm->size()) + " (the launcher's rank count)";
-  ZW_ASSIGN_OR_RETURN(const zero::ZeroConfig ds, zero::load_zero_config(ds_config_path, comm->size(), source));
-  TrainConfig c = config;
+  ZW_ASSIGN_OR_RETURN(const DsSetup setup, load_ds_config(config, ds_config_path, comm->size(), source));
+  TrainConfig c = setup.train;
   if (comm->rank() != 0) c.quiet = true;
-  return run_zero_training(c, ds, *comm);
+  for (const std::string& line : setup.lines)
+    if (!c.quiet) std::printf("zw_train: %s\n", line.c_str());
+  return run_zero_training(c, setup.ds, *comm);
 }
 
 }  // namespace zw::train

@@ -3,9 +3,15 @@
 // A DeepSpeed config (the `ds_config.json` users already have) loads as is, with DeepSpeed's code defaults for
 // every key it leaves out. The parse is strict where DeepSpeed is lax, because a silently ignored key is a
 // silently wrong training run: an unknown key is an error that suggests the nearest valid key with its JSON
-// path; a known DeepSpeed option that zerowire does not implement (ZeRO stages 1 and 2, NVMe offload,
-// fp16.auto_cast, ...) is an error saying so; "auto" (a placeholder filled by DeepSpeed's Hugging Face
-// integration) is an error naming the key. Integer keys accept JSON doubles such as 5e8 when the value is a
+// path; a known DeepSpeed option that zerowire does not implement (ZeRO stages 1 and 2, NVMe offload, ZeRO++
+// quantization, fp16.auto_cast, ...) is an error saying so and what to write instead. One parse reports every
+// problem of a file, in file order. Keys that only tune performance in a way zerowire does differently
+// (allgather_bucket_size, sub_group_size 0, wall_clock_breakdown, ...) are accepted with one note each
+// (ZeroConfig::notes). "auto" means what it means to DeepSpeed and its Hugging Face integration: the keys the
+// integration fills from its arguments (the batch sizes, gradient_clipping, fp16/bf16.enabled, the optimizer's
+// lr/betas/eps/weight_decay, the scheduler's warmup_min_lr/warmup_max_lr/warmup_num_steps/total_num_steps, and
+// the hidden-size-based bucket sizes) take the caller's AutoFill; every other "auto" is DeepSpeed's default;
+// ZeroConfig::autos records what each became. Integer keys accept JSON doubles such as 5e8 when the value is a
 // whole number and reject 5.5 rather than round it. Supported ZeRO stages: 0 (plain data parallel) and 3.
 //
 // Non-goals: writing configs back out, DeepSpeed's deprecated top-level spellings other than those listed in
@@ -13,9 +19,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "zerowire/status.h"
 
@@ -110,6 +118,7 @@ struct OptimizerConfig {
   double weight_decay = 0.0;                  // decoupled when adam_w_mode, else L2 added to the gradient
   bool adam_w_mode = true;                    // effective mode: type AdamW forces true (as DeepSpeed does)
   bool bias_correction = true;                // Adam bias correction (false is not implemented)
+  bool torch_adam = false;                    // accepted: zerowire's Adam computes torch.optim.Adam's update
 };
 
 enum class SchedulerType { kNone, kWarmupLR, kWarmupDecayLR, kWarmupCosineLR };
@@ -118,13 +127,36 @@ enum class WarmupType { kLog, kLinear };
 struct SchedulerConfig {
   SchedulerType type = SchedulerType::kNone;  // kNone: constant learning rate
   double warmup_min_lr = 0.0;                 // WarmupLR / WarmupDecayLR: lr at step 0
-  double warmup_max_lr = 1e-3;                // WarmupLR / WarmupDecayLR: lr after warmup
-  int64_t warmup_num_steps = 1000;            // steps of warmup
+  double warmup_max_lr = -1;                  // lr after warmup; < 0 = unset: WarmupLR takes the optimizer's
+                                              // lr, WarmupDecayLR 0.001 (DeepSpeed 0.19's defaults)
+  int64_t warmup_num_steps = 1000;            // steps of warmup (>= 1; DeepSpeed computes with max(2, n))
   WarmupType warmup_type = WarmupType::kLog;  // "log" or "linear" warmup curve
   int64_t total_num_steps = 0;                // WarmupDecayLR / WarmupCosineLR: required, no default
   int64_t last_batch_iteration = -1;          // resume point (-1: fresh start)
   double warmup_min_ratio = 0.0;              // WarmupCosineLR: lr ratio at step 0
   double cos_min_ratio = 1e-4;                // WarmupCosineLR: lr ratio at the end of the decay
+};
+
+// The value a trainer gives an "auto" key (the Hugging Face integration's role) and where it came from.
+struct AutoSource {
+  std::string json;    // the value as JSON text: "0.0003", "[0.9, 0.95]", "true"
+  std::string source;  // where it came from, for the summary: "--lr", "--batch"
+};
+// JSON path -> the trainer's value. The batch keys take "train_batch_size" (the trainer's global batch) and
+// "gradient_accumulation_steps"; the micro batch is computed from them and the world size.
+using AutoFill = std::map<std::string, AutoSource>;
+
+// What an "auto" became.
+struct AutoResolution {
+  std::string path;    // "optimizer.params.lr"
+  std::string value;   // "0.0003"
+  std::string source;  // "--lr", "DeepSpeed's default", "inferred from the other batch sizes"
+};
+
+// A key accepted although zerowire does something else with it (one INFO line each).
+struct ConfigNote {
+  std::string path;     // "zero_optimization.allgather_bucket_size"
+  std::string message;  // the whole line: what the key asks and what zerowire does instead
 };
 
 struct ZeroConfig {
@@ -136,19 +168,35 @@ struct ZeroConfig {
   GradScalingConfig grad_comm;          // communication_data_type, prescale_gradients, gradient_predivide_factor
   OptimizerConfig optimizer;            // "optimizer"
   SchedulerConfig scheduler;            // "scheduler"
+  int64_t steps_per_print = 10;         // logging interval in optimizer steps
+  bool zero_allow_untested_optimizer = false;  // accepted; zerowire runs only its own (tested) Adam/AdamW
+  bool zero_force_ds_cpu_optimizer = true;     // accepted; offloaded state always uses zerowire's CPU Adam
   std::set<std::string> explicit_keys;  // JSON paths set by the file; describe() marks the rest as defaults
+  std::vector<AutoResolution> autos;    // every "auto" of the file and what it became, in file order
+  std::vector<ConfigNote> notes;        // keys accepted with a difference, in file order
 };
 
 // Parses DeepSpeed JSON. `world_size` (> 0) is the data-parallel size and `world_size_source` says where it
-// came from; both appear in batch-size errors. Errors are kInvalidArgument (bad value, unknown key, malformed
-// JSON with the parser's line and column) or kUnsupported (a known DeepSpeed option zerowire lacks).
-Result<ZeroConfig> parse_zero_config(std::string_view json_text, int world_size, std::string_view world_size_source);
+// came from; both appear in batch-size errors. `fill` (may be null) gives the trainer's values for "auto".
+// Errors are kInvalidArgument (bad value, unknown key, malformed JSON with the parser's line and column) or
+// kUnsupported (a known DeepSpeed option zerowire lacks); a file with several problems gets one error listing
+// all of them in file order, one per line, each with its JSON path, why, and what to write instead (the code is
+// kUnsupported only when every problem is).
+Result<ZeroConfig> parse_zero_config(std::string_view json_text, int world_size, std::string_view world_size_source,
+                                     const AutoFill* fill = nullptr);
 
 // Reads the file at `path` and parses it; every error names the path.
-Result<ZeroConfig> load_zero_config(const std::string& path, int world_size, std::string_view world_size_source);
+Result<ZeroConfig> load_zero_config(const std::string& path, int world_size, std::string_view world_size_source,
+                                    const AutoFill* fill = nullptr);
 
-// The effective settings, one "key = value" line each, defaults marked "(default)" and batch numbers computed
-// from the others marked "(inferred)".
+// The effective settings, one "key = value" line each, defaults marked "(default)", batch numbers computed
+// from the others marked "(inferred)" and "auto" values marked with what filled them.
 std::string describe(const ZeroConfig& config);
+
+// DeepSpeed's learning rate (deepspeed/runtime/lr_schedules.py) of `scheduler` at 0-based optimizer step `step`
+// (the rate the step-th update uses: the scheduler has been stepped `step` times since construction), for an
+// optimizer whose configured lr is `optimizer_lr` (WarmupCosineLR scales it; the others ignore it).
+// kNone gives optimizer_lr.
+double scheduler_lr(const SchedulerConfig& scheduler, double optimizer_lr, int64_t step);
 
 }  // namespace zw::zero

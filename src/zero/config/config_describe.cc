@@ -1,5 +1,6 @@
 // zero/config/config_describe.cc — describe(): the effective configuration as "key = value" lines, with DeepSpeed
-// defaults marked "(default)" and computed batch numbers marked "(inferred)", for logs and `zw_train --config`.
+// defaults marked "(default)", computed batch numbers marked "(inferred)" and "auto" values marked with what
+// filled them, for logs.
 #include <cstdio>
 #include <string>
 
@@ -32,13 +33,12 @@ class Printer {
   explicit Printer(const ZeroConfig& c) : c_(c) {}
   // `note` (optional) says what the engine does with the value; it follows the (default)/(inferred) mark.
   void line(const std::string& path, const std::string& value, const std::string& note = "") {
-    bool inferred = c_.batch.inferred.count(path) > 0;
-    bool given = c_.explicit_keys.count(path) > 0;
-    out_ += path + " = " + value +
-            (inferred ? "  (inferred)"
-             : given  ? ""
-                      : "  (default)") +
-            (note.empty() ? "" : "  # " + note) + "\n";
+    const bool inferred = c_.batch.inferred.count(path) > 0;
+    const bool given = c_.explicit_keys.count(path) > 0;
+    std::string mark = inferred ? "  (inferred)" : given ? "" : "  (default)";
+    for (const AutoResolution& a : c_.autos)
+      if (a.path == path) mark = "  (\"auto\": " + a.source + ")";
+    out_ += path + " = " + value + mark + (note.empty() ? "" : "  # " + note) + "\n";
   }
   void line(const std::string& path, bool v) { line(path, std::string(v ? "true" : "false")); }
   void line(const std::string& path, int64_t v, const std::string& note = "") { line(path, std::to_string(v), note); }
@@ -98,6 +98,7 @@ void describe_training(const ZeroConfig& c, Printer& p) {
   }
   p.line("bf16.enabled", c.bf16.enabled);
   p.line("gradient_clipping", c.gradient_clipping);
+  p.line("steps_per_print", c.steps_per_print);
   const char* comm[] = {c.fp16.enabled ? "fp16" : c.bf16.enabled ? "bf16" : "fp32", "fp16", "bf16", "fp32"};
   p.line("communication_data_type", std::string(comm[static_cast<int>(c.grad_comm.comm_dtype)]));
   p.line("prescale_gradients", c.grad_comm.prescale_gradients);
@@ -121,7 +122,10 @@ void describe_training(const ZeroConfig& c, Printer& p) {
     p.line("scheduler.params.cos_min_ratio", s.cos_min_ratio);
   } else {
     p.line("scheduler.params.warmup_min_lr", s.warmup_min_lr);
-    p.line("scheduler.params.warmup_max_lr", s.warmup_max_lr);
+    if (s.warmup_max_lr >= 0)
+      p.line("scheduler.params.warmup_max_lr", s.warmup_max_lr);
+    else
+      p.line("scheduler.params.warmup_max_lr", std::string("the optimizer's lr"));
   }
   p.line("scheduler.params.warmup_num_steps", s.warmup_num_steps);
   p.line("scheduler.params.warmup_type", std::string(s.warmup_type == WarmupType::kLog ? "log" : "linear"));

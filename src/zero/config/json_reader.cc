@@ -1,23 +1,43 @@
-// zero/config/json_reader.cc — ObjectReader, JSON parsing with duplicate-key rejection, and key suggestions.
-#include "zero/config/json_reader.h"
-
+// zero/config/json_reader.cc — JSON parsing with duplicate-key rejection, key suggestions, and the ParseLog that
+// collects problems (reported in file order), notes and "auto" resolutions. ObjectReader is in object_reader.cc.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <utility>
+
+#include "zero/config/json_reader.h"
 
 namespace zw::zero::internal {
 namespace {
 
-// Largest double that converts to int64 without overflow (2^63 itself does not fit).
-constexpr double kInt64Limit = 9223372036854775808.0;
-
 Status invalid(std::string message) { return Status(Code::kInvalidArgument, std::move(message)); }
 
-std::string join(const std::vector<std::string>& words) {
-  std::string out;
-  for (const auto& w : words) out += (out.empty() ? "" : ", ") + w;
-  return out;
+// Pre-order index of every JSON path of `value` (the order a reader of the file meets them).
+void number_paths(const Json& value, const std::string& path, std::map<std::string, size_t>* order) {
+  if (!value.is_object()) return;
+  for (const auto& [key, child] : value.items()) {
+    const std::string p = path.empty() ? key : path + "." + key;
+    order->emplace(p, order->size());
+    number_paths(child, p, order);
+  }
 }
+
+constexpr const char* kTrainerFilled[] = {
+    "train_batch_size",
+    "train_micro_batch_size_per_gpu",
+    "gradient_accumulation_steps",
+    "gradient_clipping",
+    "fp16.enabled",
+    "bf16.enabled",
+    "optimizer.params.lr",
+    "optimizer.params.betas",
+    "optimizer.params.eps",
+    "optimizer.params.weight_decay",
+    "scheduler.params.warmup_min_lr",
+    "scheduler.params.warmup_max_lr",
+    "scheduler.params.warmup_num_steps",
+    "scheduler.params.total_num_steps",
+};
 
 // Tracks the keys of each open object while parsing so that a repeated key is caught (nlohmann keeps the last).
 struct DuplicateFinder {
@@ -95,125 +115,72 @@ std::string describe_value(const Json& value) {
   return std::string(value.type_name()) + " " + text;
 }
 
-ObjectReader::ObjectReader(const Json& object, std::string path, std::set<std::string>* explicit_keys)
-    : object_(object), path_(std::move(path)), explicit_keys_(explicit_keys) {}
-
-bool ObjectReader::has(std::string_view key) const { return object_.contains(std::string(key)); }
-
-std::string ObjectReader::path_of(std::string_view key) const {
-  return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+bool is_trainer_filled(std::string_view path) {
+  for (const char* p : kTrainerFilled)
+    if (path == p) return true;
+  return false;
 }
 
-const Json* ObjectReader::find(std::string_view key) {
-  known_.emplace_back(key);
-  std::string spelled(key);
-  for (const auto& [canonical, alias] : alias_)
-    if (canonical == key) spelled = alias;
-  auto it = object_.find(spelled);
-  if (it == object_.end()) return nullptr;
-  explicit_keys_->insert(path_of(key));
-  return &*it;
-}
-
-Status ObjectReader::auto_error(std::string_view key) const {
-  return invalid(path_of(key) +
-                 " is \"auto\": \"auto\" is a placeholder that DeepSpeed's Hugging Face "
-                 "integration fills in, and zerowire has no caller that fills it; write the value (or remove the "
-                 "key to get DeepSpeed's default)");
-}
-
-Status ObjectReader::read_bool(std::string_view key, bool* out) {
-  const Json* v = find(key);
-  if (!v) return Status();
-  if (v->is_string() && *v == "auto") return auto_error(key);
-  if (!v->is_boolean()) return invalid(path_of(key) + " must be true or false, got " + describe_value(*v));
-  *out = v->get<bool>();
-  return Status();
-}
-
-Status ObjectReader::read_int(std::string_view key, const char* what, int64_t min, int64_t* out) {
-  const Json* v = find(key);
-  if (!v) return Status();
-  if (v->is_string() && *v == "auto") return auto_error(key);
-  std::string name = path_of(key);
-  if (!v->is_number()) return invalid(name + " must be a number (" + what + "), got " + describe_value(*v));
-  int64_t value = 0;
-  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-    return invalid(name + " = " + v->dump() + " is out of range for " + what);
-  } else if (v->is_number_integer()) {
-    value = v->get<int64_t>();
-  } else {
-    double d = v->get<double>();
-    if (!std::isfinite(d) || std::fabs(d) >= kInt64Limit)
-      return invalid(name + " = " + v->dump() + " is out of range for " + what);
-    if (d != std::trunc(d))
-      return invalid(name + " must be a whole number (" + what + "), got " + v->dump() +
-                     "; zerowire does not round it");
-    value = static_cast<int64_t>(d);
+std::string format_value(const Json& value) {
+  if (value.is_number_float()) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6g", value.get<double>());
+    return buf;
   }
-  if (value < min)
-    return invalid(name + " must be >= " + std::to_string(min) + " (" + what + "), got " + std::to_string(value));
-  *out = value;
-  return Status();
+  if (value.is_string()) return value.get<std::string>();
+  return value.dump();
 }
 
-Status ObjectReader::read_double(std::string_view key, double min, double* out) {
-  const Json* v = find(key);
-  if (!v) return Status();
-  if (v->is_string() && *v == "auto") return auto_error(key);
-  if (!v->is_number()) return invalid(path_of(key) + " must be a number, got " + describe_value(*v));
-  double d = v->get<double>();
-  if (d < min) return invalid(path_of(key) + " must be >= " + Json(min).dump() + ", got " + v->dump());
-  *out = d;
-  return Status();
+ParseLog::ParseLog(const Json& root, const AutoFill* fill) : fill_(fill) { number_paths(root, "", &order_); }
+
+void ParseLog::problem(const std::string& path, Code code, std::string message) {
+  problems_.push_back({path, code, std::move(message)});
 }
 
-Status ObjectReader::read_string(std::string_view key, std::string* out) {
-  const Json* v = find(key);
-  if (!v || v->is_null()) return Status();  // DeepSpeed's string options are Optional: null = unset
-  if (v->is_string() && *v == "auto") return auto_error(key);
-  if (!v->is_string()) return invalid(path_of(key) + " must be a string, got " + describe_value(*v));
-  *out = v->get<std::string>();
-  return Status();
+void ParseLog::note(const std::string& path, std::string message) { notes_.push_back({path, std::move(message)}); }
+
+void ParseLog::resolved(const std::string& path, std::string value, std::string source) {
+  autos_.push_back({path, std::move(value), std::move(source)});
 }
 
-Result<const Json*> ObjectReader::child(std::string_view key) {
-  const Json* v = find(key);
-  if (!v || v->is_null()) return static_cast<const Json*>(nullptr);
-  if (v->is_string() && *v == "auto") return auto_error(key);
-  if (!v->is_object()) return invalid(path_of(key) + " must be a JSON object, got " + describe_value(*v));
-  return v;
+const AutoSource* ParseLog::fill(const std::string& path) const {
+  if (fill_ == nullptr) return nullptr;
+  auto it = fill_->find(path);
+  return it == fill_->end() ? nullptr : &it->second;
 }
 
-Status ObjectReader::alias(std::string_view alias, std::string_view key) {
-  known_.emplace_back(alias);
-  if (!has(alias)) return Status();
-  if (has(key))
-    return invalid(path_of(key) + " is given twice, also as " + path_of(alias) +
-                   " (DeepSpeed's other spelling); keep one");
-  alias_.emplace_back(std::string(key), std::string(alias));
-  return Status();
-}
-
-Status ObjectReader::not_implemented(std::string_view key, const Json& harmless, std::string_view why) {
-  const Json* v = find(key);
-  if (!v || (!harmless.is_null() && *v == harmless)) return Status();
-  return Status(Code::kUnsupported, path_of(key) + " = " + v->dump() +
-                                        " is a known DeepSpeed option that zerowire does not implement yet" +
-                                        (why.empty() ? "" : "; ") + std::string(why));
-}
-
-Status ObjectReader::finish() const {
-  for (const auto& [key, value] : object_.items()) {
-    if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
-    std::string suggestion = nearest(key, known_);
-    std::string where = path_.empty() ? "at the top level" : "in " + path_;
-    if (!suggestion.empty())
-      return invalid("unknown key " + path_of(key) + ": did you mean \"" + suggestion + "\" (" + path_of(suggestion) +
-                     ")?");
-    return invalid("unknown key " + path_of(key) + "; valid keys " + where + ": " + join(known_));
+size_t ParseLog::position(const std::string& path) const {
+  for (std::string p = path;;) {
+    auto it = order_.find(p);
+    if (it != order_.end()) return it->second;
+    const size_t dot = p.rfind('.');
+    if (dot == std::string::npos) return order_.size();  // not in the file: after everything that is
+    p.resize(dot);
   }
-  return Status();
+}
+
+Status ParseLog::status() const {
+  if (problems_.empty()) return Status();
+  std::vector<const Problem*> sorted;
+  for (const Problem& p : problems_) sorted.push_back(&p);
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [&](const Problem* a, const Problem* b) { return position(a->path) < position(b->path); });
+  bool all_unsupported = true;
+  for (const Problem* p : sorted) all_unsupported = all_unsupported && p->code == Code::kUnsupported;
+  const Code code = all_unsupported ? Code::kUnsupported : Code::kInvalidArgument;
+  if (sorted.size() == 1) return Status(sorted[0]->code, sorted[0]->message);
+  std::string message = std::to_string(sorted.size()) + " problems in the DeepSpeed config, in file order:";
+  for (size_t i = 0; i < sorted.size(); ++i) message += "\n  " + std::to_string(i + 1) + ". " + sorted[i]->message;
+  return Status(code, message);
+}
+
+void ParseLog::export_to(ZeroConfig* config) {
+  auto by_position = [&](const auto& a, const auto& b) { return position(a.path) < position(b.path); };
+  std::stable_sort(notes_.begin(), notes_.end(), by_position);
+  std::stable_sort(autos_.begin(), autos_.end(), by_position);
+  config->notes = std::move(notes_);
+  config->autos = std::move(autos_);
+  config->explicit_keys = std::move(explicit_keys);
 }
 
 }  // namespace zw::zero::internal

@@ -93,7 +93,7 @@ TEST(ZeroConfigDefaults, Fp16Bf16ClippingOptimizerScheduler) {
   EXPECT_TRUE(c.optimizer.adam_w_mode);
   EXPECT_EQ(c.scheduler.type, SchedulerType::kWarmupLR);
   EXPECT_EQ(c.scheduler.warmup_min_lr, 0.0);
-  EXPECT_DOUBLE_EQ(c.scheduler.warmup_max_lr, 1e-3);
+  EXPECT_LT(c.scheduler.warmup_max_lr, 0);  // unset: DeepSpeed 0.19's WarmupLR then takes the optimizer's lr
   EXPECT_EQ(c.scheduler.warmup_num_steps, 1000);
   EXPECT_EQ(c.scheduler.warmup_type, WarmupType::kLog);
   EXPECT_EQ(c.scheduler.last_batch_iteration, -1);

@@ -13,6 +13,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -162,17 +164,28 @@ TEST(Checkpoint, ResumeRepeatsTheStraightRun) {
     EXPECT_LE(std::fabs(on4.losses[i] - straight.losses[4 + i]), 1e-5 * straight.losses[4 + i]) << "step " << 5 + i;
 }
 
-TEST(Errors, SchedulerBlockIsRefusedWithAHint) {
+// A DeepSpeed "scheduler" block sets the learning rate of every step with DeepSpeed's formula (metrics.jsonl): linear
+// warmup over 4 steps from 0 to 1e-3 — DeepSpeed's first two updates both use warmup_min_lr.
+TEST(Schedule, SchedulerBlockSetsTheRateOfEachStep) {
+  const TrainConfig c = tiny("sched", 2, 4);
   zero::testing::run_ranks(1, [&](int, Communicator& comm) {
     auto ds = zero::parse_zero_config(
         R"({"train_batch_size":2,"zero_optimization":{"stage":3},"optimizer":{"type":"AdamW","params":{"lr":1e-3}},)"
-        R"("scheduler":{"type":"WarmupLR","params":{}}})",
+        R"("scheduler":{"type":"WarmupLR","params":{"warmup_num_steps":4,"warmup_type":"linear"}}})",
         1, "test");
     ASSERT_TRUE(ds.ok()) << ds.status().to_string();
-    auto r = run_zero_training(tiny("sched", 2, 1), ds.value(), comm);
-    ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.status().message().find("use --lr"), std::string::npos) << r.status().to_string();
+    auto r = run_zero_training(c, ds.value(), comm);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
   });
+  std::vector<double> lrs;
+  std::ifstream metrics(c.out_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("lr")) lrs.push_back(j.at("lr").get<double>());
+  }
+  const std::vector<double> want = {0.0, 0.0, 0.25e-3, 0.5e-3};
+  ASSERT_EQ(lrs.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(lrs[i], want[i], 1e-12) << "step " << i + 1;
 }
 
 }  // namespace
