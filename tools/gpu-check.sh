@@ -45,6 +45,9 @@
 #   train      cap 300 s, if bench/train/gpu.sh exists: the training comparison (zw_train vs PyTorch) with REPS,
 #              SHAPES (default 124m here) and DEADLINE_S set to what is left, so it skips what would not end in time
 #              and still prints its table. On one GPU this stage gets what the others left (typically 4-5 min).
+#   ncclapi    only with ZW_GPU_NCCL_API=1 (best with ZW_GPU_SKIP=tests,memcheck,multiproc,reduce,offload,train, as its
+#              builds take minutes): tools/nccl-tests-check.sh, nccl-tests on libzwnccl (-c 1, one process and two
+#              sharing the GPU) and beside the system NCCL (busbw, bf16 and float), and the API layer's cost per call.
 #   summary    printed last: stage times and status, the tests (failed or cut with their first error lines, skipped
 #              for lack of GPUs, other skips), the collectives' time per world and stalls, memcheck, the 4-process
 #              runs, then the benchmark tables: reduce, offload, train, zerowire vs NCCL and the ring kernels.
@@ -316,8 +319,17 @@ stage_ring() {
   done
   return "$worst"
 }
+# libzwnccl (issue 19): NVIDIA's nccl-tests on zerowire's NCCL API, checked and beside the system NCCL. Its own
+# script does the work (its builds of nccl-tests take minutes, so the stage runs only with ZW_GPU_NCCL_API=1).
+stage_ncclapi() {
+  ZW_NCCL_BUDGET_S=$((STAGE_DEADLINE - $(date +%s) - 5)) ZW_GPU_BUILD_DIR="$BUILD" OUT="" \
+    "$ROOT/tools/nccl-tests-check.sh" >"$LOG/ncclapi.txt" 2>&1
+  local rc=$?
+  cat "$BUILD/nccl-check/summary.txt" 2>/dev/null
+  return $rc
+}
 export -f run_bin stage_build test_limit test_rank stage_tests stage_memcheck stage_multiproc stage_reduce \
-  stage_offload stage_train stage_peercopy stage_nccl stage_ring stage_zero3
+  stage_offload stage_train stage_peercopy stage_nccl stage_ring stage_zero3 stage_ncclapi
 
 # ---- the stage runner ----
 
@@ -392,6 +404,7 @@ if [ -f "$BUILD/build.ninja" ]; then
     fi
     if [ -f "$ROOT/bench/train/gpu.sh" ]; then stage train 300; else skip_stage train "no bench/train/gpu.sh"; fi
   fi
+  if [ "${ZW_GPU_NCCL_API:-0}" = 1 ]; then stage ncclapi 560; else skip_stage ncclapi "ZW_GPU_NCCL_API=1 runs it"; fi
 fi
 
 echo "== summary ($MODE, $NGPU GPU(s), $(($(date +%s) - START)) s of the $BUDGET s budget; logs in $LOG)"

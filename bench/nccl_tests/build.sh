@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Builds NVIDIA's nccl-tests (an unmodified copy of ../shared/clients/nccl-tests) against an NCCL install.
+#
+#   bench/nccl_tests/build.sh OUT_DIR zerowire BUILD_DIR [MPI]   # against libzwnccl of BUILD_DIR (cmake build)
+#   bench/nccl_tests/build.sh OUT_DIR system [MPI]               # against the system's NCCL (NCCL_HOME=/usr)
+#
+# Binaries land in OUT_DIR/bin (all_reduce_perf, ..., with _mpi appended when MPI=1). The source is copied to
+# OUT_DIR/src first: the shared folder is never written to. nccl-tests built against NCCL 2.28 also compiles its
+# device-API kernels (its -D option), which include NVIDIA's nccl_device.h; zerowire does not implement that API
+# (ncclDevCommCreate fails, naming it), so those headers come from an NCCL 2.28 install only to let the copy compile:
+# $ZW_NCCL_DEVICE_INCLUDE, else the folder of a system nccl_device.h, else the nvidia-nccl-cu13 2.28.9 wheel
+# (downloaded with pip into ~/.cache/zerowire/wheels when missing). Environment: NVCC_GENCODE (default sm_90, the
+# H200; the tests only link on CPU machines), MPI_HOME (default: from mpicc --showme), JOBS (2).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+out="$1"; kind="$2"; shift 2
+src="${ZW_NCCL_TESTS_SRC:-$repo/../shared/clients/nccl-tests}"
+[ -d "$src/src" ] || src=/work/shared/clients/nccl-tests
+[ -d "$src/src" ] || { echo "nccl-tests source not found (set ZW_NCCL_TESTS_SRC)" >&2; exit 1; }
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+
+device_headers() {
+  if [ -n "${ZW_NCCL_DEVICE_INCLUDE:-}" ]; then echo "$ZW_NCCL_DEVICE_INCLUDE"; return; fi
+  for d in /usr/include /usr/local/include /usr/local/cuda/include; do
+    if [ -f "$d/nccl_device.h" ]; then echo "$d"; return; fi
+  done
+  local cache="${ZW_WHEEL_CACHE:-$HOME/.cache/zerowire/wheels}" whl
+  whl=$(ls "$cache"/nvidia_nccl_cu13-2.28.9-*.whl 2>/dev/null | head -1 || true)
+  if [ -z "$whl" ]; then
+    mkdir -p "$cache"
+    python3 -m pip download --quiet nvidia-nccl-cu13==2.28.9 --no-deps -d "$cache" >&2 ||
+      { echo "cannot get NCCL 2.28's device headers (no nccl_device.h installed, pip download failed)" >&2; exit 1; }
+    whl=$(ls "$cache"/nvidia_nccl_cu13-2.28.9-*.whl | head -1)
+  fi
+  local dst="$out/nccl-device-headers"
+  if [ ! -f "$dst/nvidia/nccl/include/nccl_device.h" ]; then
+    rm -rf "$dst" && mkdir -p "$dst"
+    unzip -q -o "$whl" 'nvidia/nccl/include/nccl_device*' -d "$dst"
+  fi
+  echo "$dst/nvidia/nccl/include"
+}
+
+case "$kind" in
+  zerowire)
+    build="$(cd "$1" && pwd)"; shift
+    lib="$build/nccl/lib/libnccl.so.2"
+    [ -f "$lib" ] || { echo "$lib missing: build target nccl_shared first" >&2; exit 1; }
+    home="$out/home"
+    rm -rf "$home" && mkdir -p "$home/include" "$home/lib"
+    cp "$repo/src/nccl/include/nccl.h" "$home/include/nccl.h"
+    dev="$(device_headers)"
+    cp -r "$dev/nccl_device.h" "$dev/nccl_device" "$home/include/"
+    ln -s "$lib" "$home/lib/libnccl.so"
+    ln -s "$lib" "$home/lib/libnccl.so.2"
+    ;;
+  system)
+    home=""
+    for d in /usr /usr/local /usr/local/cuda; do [ -f "$d/include/nccl.h" ] && { home=$d; break; }; done
+    [ -n "$home" ] || { echo "no system nccl.h in /usr, /usr/local or /usr/local/cuda" >&2; exit 1; }
+    ;;
+  *) echo "usage: $0 OUT_DIR zerowire BUILD_DIR [MPI] | OUT_DIR system [MPI]" >&2; exit 2 ;;
+esac
+mpi="${1:-0}"
+mpi_home="${MPI_HOME:-}"
+if [ "$mpi" = 1 ] && [ -z "$mpi_home" ]; then
+  inc=$(mpicc --showme:incdirs 2>/dev/null | awk '{print $1}')
+  [ -n "$inc" ] || { echo "MPI=1 needs mpicc (Open MPI) or MPI_HOME" >&2; exit 1; }
+  mpi_home=$(dirname "$inc")
+  # -L$(MPI_HOME)/lib: Debian keeps libmpi.so beside include/ in lib/ or in the multiarch folder (linked by default)
+fi
+
+rm -rf "$out/src" && cp -r "$src" "$out/src"
+chmod -R u+w "$out/src"
+suffix=""
+[ "$mpi" = 1 ] && suffix=_mpi
+make -C "$out/src/src" -j"${JOBS:-2}" BUILDDIR="$out/bin" NCCL_HOME="$home" CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}" \
+  MPI="$mpi" MPI_HOME="${mpi_home:-/usr}" NAME_SUFFIX="$suffix" \
+  NVCC_GENCODE="${NVCC_GENCODE:--gencode=arch=compute_90,code=sm_90}" >"$out/make.log" 2>&1 ||
+  { tail -40 "$out/make.log" >&2; echo "nccl-tests build failed (log: $out/make.log)" >&2; exit 1; }
+echo "nccl-tests built against $kind NCCL in $out/bin"
