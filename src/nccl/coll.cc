@@ -95,7 +95,12 @@ ncclResult_t collective(const Call& c, const void* send, size_t in_bytes, void* 
   bool in_dev = false, out_dev = false;
   int ordinal = comm->device;
   o.input = typed(in_bytes > 0 ? send : nullptr, in_bytes, &in_dev, &ordinal);
-  o.output = typed(out_bytes > 0 ? recv : nullptr, out_bytes, &out_dev, &ordinal);
+  if (recv == send && in_bytes > 0) {  // in place: one pointer query
+    out_dev = in_dev;
+    o.output = MemRef{recv, out_bytes, o.input.kind, o.input.device};
+  } else {
+    o.output = typed(out_bytes > 0 ? recv : nullptr, out_bytes, &out_dev, &ordinal);
+  }
   if (in_bytes > 0 && out_bytes > 0 && in_dev != out_dev)
     return fail(comm, ncclInvalidArgument,
                 std::string(c.name) + ": sendbuff is " + (in_dev ? "device" : "host") + " memory but recvbuff is " +

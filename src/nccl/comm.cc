@@ -92,15 +92,15 @@ ncclResult_t check_comm(ncclComm* comm, const char* call) {
   if (init != ncclSuccess && init != ncclInProgress)
     return fail(comm, ncclInvalidUsage, std::string(call) + ": the communicator failed to initialize (" +
                                             ncclGetErrorString(static_cast<ncclResult_t>(init)) + ")");
-  std::lock_guard<std::mutex> lock(comm->mu);
-  if (comm->aborted) {
-    comm->last_error = std::string(call) + ": the communicator was aborted";
-    return ncclInvalidUsage;
-  }
+  if (comm->aborted.load(std::memory_order_relaxed))
+    return fail(comm, ncclInvalidUsage, std::string(call) + ": the communicator was aborted");
   return ncclSuccess;
 }
 
 ncclResult_t ready_comm(ncclComm* comm, const char* call) {
+  if (comm != nullptr && comm->init_result.load(std::memory_order_acquire) == ncclSuccess &&
+      !comm->aborted.load(std::memory_order_relaxed))
+    return ncclSuccess;  // the common case, without the checks' branches
   if (ncclResult_t r = check_comm(comm, call); r != ncclSuccess) return r;
   while (comm->init_result.load() == ncclInProgress) {
     if (in_group() || !comm->init_thread.joinable())
@@ -194,10 +194,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
-  {
-    std::lock_guard<std::mutex> lock(comm->mu);
-    comm->aborted = true;
-  }
+  comm->aborted = true;
   if (comm->init_thread.joinable()) comm->init_thread.join();
   if (comm->zw)
     comm->zw->abort(zw::Status(zw::Code::kAborted, "ncclCommAbort on rank " + std::to_string(comm->rank)));
@@ -210,10 +207,7 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int flags) {
   if (ncclResult_t r = check_comm(comm, "ncclCommRevoke"); r != ncclSuccess) return r;
   if (flags != NCCL_REVOKE_DEFAULT)
     return fail(comm, ncclInvalidArgument, "ncclCommRevoke: revokeFlags must be NCCL_REVOKE_DEFAULT (0)");
-  {
-    std::lock_guard<std::mutex> lock(comm->mu);
-    comm->aborted = true;
-  }
+  comm->aborted = true;
   if (comm->zw) comm->zw->abort(zw::Status(zw::Code::kAborted, "ncclCommRevoke on rank " + std::to_string(comm->rank)));
   return ncclSuccess;
 }

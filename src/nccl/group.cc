@@ -119,11 +119,10 @@ ncclResult_t submit(ncclComm* comm, Op op) {
     t_group.ops.emplace_back(comm, std::move(op));
     return ncclSuccess;
   }
-  std::vector<Op> ops{std::move(op)};
-  return issue(comm, ops);
+  return issue(comm, std::span<Op>(&op, 1));
 }
 
-ncclResult_t issue(ncclComm* comm, std::vector<Op>& ops) {
+ncclResult_t issue(ncclComm* comm, std::span<Op> ops) {
   struct Active {  // ncclCommAbort from another thread waits until this call left the communicator
     std::atomic<int>& n;
     explicit Active(std::atomic<int>& c) : n(c) { ++n; }

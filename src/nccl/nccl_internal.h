@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,7 +61,7 @@ struct ncclComm {
   std::deque<zw::Work> pending;
   ncclResult_t async_error = ncclSuccess;
   std::string async_text;
-  bool aborted = false;
+  std::atomic<bool> aborted{false};  // ncclCommAbort/Revoke (read without mu on every call)
   std::atomic<int> active{0};  // threads inside issue() (ncclCommAbort waits for them before freeing)
 
   int children = 0;                   // splits and shrinks so far (names their communicators)
@@ -95,7 +96,7 @@ ncclResult_t ready_comm(ncclComm* comm, const char* call);
 bool is_device_pointer(const void* ptr, int* device);
 
 // Issues `ops` on `comm` (collectives in order, then every send and recv as one batch) and, for host memory, waits.
-ncclResult_t issue(ncclComm* comm, std::vector<Op>& ops);
+ncclResult_t issue(ncclComm* comm, std::span<Op> ops);
 // Issues now, or records for ncclGroupEnd inside a group (group.cc).
 ncclResult_t submit(ncclComm* comm, Op op);
 bool in_group();

@@ -6,6 +6,9 @@ build="$1" out="$2"
 here="$(cd "$(dirname "$0")" && pwd)"
 ninja -C "$build" nccl_shared >/dev/null
 "$here/../../bench/nccl_tests/build.sh" "$out" zerowire "$build" 0
+# The copy was compiled against zerowire's nccl.h (a CUDA install may ship NVIDIA's in its default include path).
+echo '#include "nccl.h"' | "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" -x cu -E -I"$out/home/include" - 2>/dev/null |
+  grep -q "\"$out/home/include/nccl.h\"" || { echo "FAIL: nvcc does not take nccl.h from $out/home/include"; exit 1; }
 lib="$build/nccl/lib/libnccl.so.2"
 nm -D --defined-only "$lib" | awk '{print $NF}' | sort -u >"$out/exported.txt"
 fail=0
