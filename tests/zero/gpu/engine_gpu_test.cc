@@ -5,6 +5,7 @@
 // backward (with gradients), writes a deterministic gradient per (rank, micro step, unit, element) into the buffer
 // fetch returned (host: memcpy; device: a copy queued on the compute stream, as the model's kernels would be), and
 // releases the unit. Two optimizer steps of two micro steps each, then every unit is gathered (gather_unit).
+// Buckets of 500 elements per rank: full buckets (reduce-scattered in place) and partial ones (compacted) both occur.
 // With 2 ranks a sum has one rounding whatever the order, and the offloaded optimizer is the same CPU Adam on both
 // paths, so the device engine must give the host engine's bits: the f32 gradient shard before each step and every
 // gathered value after (bf16 and fp16, with and without offload_param). The GPU optimizer (tensor::FlatAdamW) is
@@ -38,7 +39,7 @@ std::string config_json(const std::string& precision, const std::string& zero_ex
   return "{\"train_batch_size\": " + std::to_string(2 * world) +
          ", \"gradient_accumulation_steps\": 2, \"zero_optimization\": {\"stage\": 3, "
          "\"stage3_param_persistence_threshold\": 100, \"stage3_max_live_parameters\": 3000, "
-         "\"reduce_bucket_size\": 5000" +
+         "\"reduce_bucket_size\": 1000" +
          zero_extra + "}, \"" + precision + "\": {\"enabled\": true}}";
 }
 
