@@ -18,14 +18,17 @@
 #           uninterrupted 2-rank run.
 #  timeline --timeline on 2 ranks: the overlap line is printed and both rank files have device-timed spans.
 #  kill     2 ranks started by hand (no zwrun, which would stop the survivor itself); rank 1 is SIGKILLed once
-#           training runs; rank 0 must exit non-zero within 120 s with an error naming rank 1.
+#           training runs; rank 0 must exit non-zero within 120 s with an error naming rank 1. With
+#           ZW_ZERO_TEST_DEVICE=cpu this part runs on the host engine without a GPU (zw_zero_kill_test).
 set -euo pipefail
 ZWRUN=$1
 ZW_TRAIN=$2
 TEST_DIR=$3
 PARTS=${4:-${ZW_ZERO_GPU_PARTS:-parity,seed,demo,resume,timeline,kill}}
 ROOT=$(cd "$TEST_DIR/../../.." && pwd)
-if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+DEVICE=${ZW_ZERO_TEST_DEVICE:-cuda}
+if [ "$DEVICE" = cpu ] && [ "$PARTS" != kill ]; then echo "ZW_ZERO_TEST_DEVICE=cpu runs only the kill part" >&2; exit 2; fi
+if [ "$DEVICE" = cuda ] && ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
   echo "zwrun_gpu_train_test: skip: no CUDA device"
   exit 77
 fi
@@ -130,19 +133,20 @@ assert ev and all(e["args"]["run_source"]=="device" for e in ev), "collective sp
 fi
 
 if want kill; then
+  steps_logged() { local n; n=$(grep -c '"loss"' "$WORK/kill/metrics.jsonl" 2>/dev/null) || true; echo "${n:-0}"; }
   port=$((20000 + RANDOM % 20000))
   pids=()
   for r in 0 1; do
     env ZW_STORE_ADDR=127.0.0.1:$port ZW_AUTH_TOKEN=zero3-kill-test ZW_RANK=$r ZW_WORLD_SIZE=2 ZW_LOCAL_RANK=$r \
-        ZW_LOCAL_WORLD_SIZE=2 ZW_TIMEOUT=60 "$ZW_TRAIN" "${TINY[@]}" --device cuda --steps 100000 \
-        --out-dir "$WORK/kill$r" --deepspeed_config "$WORK/bf16.json" >"$WORK/kill$r.log" 2>&1 &
+        ZW_LOCAL_WORLD_SIZE=2 ZW_TIMEOUT=60 "$ZW_TRAIN" "${TINY[@]}" --device "$DEVICE" --steps 100000 \
+        --out-dir "$WORK/kill" --deepspeed_config "$WORK/bf16.json" >"$WORK/kill$r.log" 2>&1 &
     pids[r]=$!
   done
   for _ in $(seq 1 120); do
-    [ "$(grep -c '"loss"' "$WORK/kill0/metrics.jsonl" 2>/dev/null || echo 0)" -ge 3 ] && break
+    [ "$(steps_logged)" -ge 3 ] && break
     sleep 0.5
   done
-  [ "$(grep -c '"loss"' "$WORK/kill0/metrics.jsonl" 2>/dev/null || echo 0)" -ge 3 ] \
+  [ "$(steps_logged)" -ge 3 ] \
       || { kill -9 "${pids[0]}" "${pids[1]}" 2>/dev/null; cat "$WORK/kill0.log"; fail "kill: training did not start"; }
   kill -9 "${pids[1]}"
   rc=0
