@@ -177,6 +177,7 @@ Status GradReducer::pack_device(int unit, int b) {
   const float* g = reinterpret_cast<const float*>(unit_buffers_[size_t(b)].data());
   const int64_t S = pm_.shard_numel(unit);
   const float scale = float(1.0 / options_.predivide);
+  const int64_t issued_before = stats_.reduces;
   if (buckets_[open_].filled > 0 && buckets_[open_].filled + S > capacity_) ZW_TRY(issue());
   int pieces = 0;
   for (int64_t begin = 0; begin < S; ++pieces) {
@@ -190,6 +191,7 @@ Status GradReducer::pack_device(int unit, int b) {
     if (k.filled == capacity_) ZW_TRY(issue());
   }
   if (pieces > 1) ++stats_.split_units;
+  stats_.overlapped += stats_.reduces - issued_before;  // issued while backward goes on (the flush's is not)
   ZW_TRY(dev.record(unit_packed_[size_t(b)], dev.comm()));
   packed_pending_[size_t(b)] = true;
   return Status();
@@ -355,10 +357,12 @@ Status GradReducer::flush() {
     ZW_TRY(dev.wait(dev.compute(), reduced_));
     std::vector<Work> works;
     works.swap(device_works_);
+    const auto t0 = std::chrono::steady_clock::now();
     for (const Work& w : works) {
       Status s = w.wait();
       if (!s.ok()) return s.with_context("rank " + std::to_string(pm_.rank()) + ": a gradient reduce-scatter failed");
     }
+    stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   return Status();
 }

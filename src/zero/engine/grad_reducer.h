@@ -62,7 +62,8 @@ struct GradReducerStats {
   int64_t reduces = 0;        // reduce-scatters issued
   int64_t reduced_bytes = 0;  // their input bytes (all ranks' parts of each bucket)
   int64_t split_units = 0;    // units whose gradient went out in more than one reduce-scatter
-  int64_t overlapped = 0;     // reduce-scatters still pending when the model asked for the next unit's gradients
+  int64_t overlapped = 0;     // host: still pending when the model asked for the next unit's gradients; device:
+                              // issued on the communication stream while backward went on (all but the flush's)
   int max_in_flight = 0;      // most reduce-scatters left running while the model went on (0: no overlap)
   double wait_s = 0;          // time spent waiting for reduce-scatters
 };
