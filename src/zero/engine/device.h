@@ -46,6 +46,9 @@ class EngineDevice {
   // Host time (steady clock ns) at which a completed timing event was recorded: an anchor event recorded and waited
   // for at create() pairs a host time with the device clock.
   virtual Result<int64_t> event_ns(DeviceEvent e) = 0;
+  // Pairs a fresh anchor with the host clock (waits for the communication stream): elapsed times are f32
+  // milliseconds, so the timeline re-anchors after each step to keep microsecond resolution in long runs.
+  virtual Status reanchor() = 0;
 
   // Asynchronous copy between any two memories (device or page-locked host) on `stream`.
   virtual Status copy(void* dst, const void* src, size_t bytes, void* stream) = 0;

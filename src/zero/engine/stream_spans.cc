@@ -26,7 +26,7 @@ Status StreamSpans::resolve() {
   }
   pending_.clear();
   used_ = 0;
-  return Status();
+  return device_.reanchor();
 }
 
 }  // namespace zw::zero

@@ -125,6 +125,15 @@ class CudaEngineDevice final : public EngineDevice {
     ZW_TRY(cuda_ok(cudaEventElapsedTime(&ms, anchor_, cudaEvent_t(e)), "cudaEventElapsedTime"));
     return anchor_ns_ + int64_t(double(ms) * 1e6);
   }
+  Status reanchor() override {
+    DeviceGuard g(device_);
+    ZW_TRY(cuda_ok(cudaEventRecord(anchor_, comm_), "cudaEventRecord"));
+    ZW_TRY(cuda_ok(cudaEventSynchronize(anchor_), "cudaEventSynchronize"));
+    anchor_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::steady_clock::now().time_since_epoch())
+                     .count();
+    return Status();
+  }
   Status copy(void* dst, const void* src, size_t bytes, void* stream) override {
     if (bytes == 0) return Status();
     DeviceGuard g(device_);
@@ -189,12 +198,7 @@ Status CudaEngineDevice::init() {
   ZW_TRY(cuda_ok(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange"));
   ZW_TRY(cuda_ok(cudaStreamCreateWithPriority(&comm_, cudaStreamNonBlocking, greatest), "cudaStreamCreate"));
   ZW_TRY(cuda_ok(cudaEventCreate(&anchor_), "cudaEventCreate"));
-  ZW_TRY(cuda_ok(cudaEventRecord(anchor_, comm_), "cudaEventRecord"));
-  ZW_TRY(cuda_ok(cudaEventSynchronize(anchor_), "cudaEventSynchronize"));
-  anchor_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                   std::chrono::steady_clock::now().time_since_epoch())
-                   .count();
-  return Status();
+  return reanchor();
 }
 
 CudaEngineDevice::~CudaEngineDevice() {
