@@ -25,6 +25,12 @@ struct Checker {
   Status fail(const std::string& what) const {
     return Status(Code::kInvalidArgument, std::string(op) + " on rank " + std::to_string(rank) + ": " + what);
   }
+  // count elements of dtype times `blocks` in bytes, or a usage error when that does not fit in 64 bits.
+  Result<size_t> bytes(size_t count, DataType dtype, size_t blocks = 1) const {
+    size_t all = 0;
+    if (!internal::checked_bytes(count, dtype, blocks, &all)) return fail(internal::overflow_text(count, dtype, blocks));
+    return all;
+  }
   Status buffer(const char* which, const MemRef& m, size_t need) const {
     if (need == 0) return Status();
     if (m.ptr == nullptr) return fail(std::string(which) + " buffer is null but " + std::to_string(need) + " bytes are needed");
@@ -207,9 +213,10 @@ CommImpl::Task host_task(const CommImpl& comm, const OpDesc& desc, const Collect
 
 Result<Work> all_gather(Communicator& comm, const CollectiveOptions& o) {
   const int n = comm.size(), r = comm.rank();
-  const size_t block = o.count * dtype_size(o.dtype), total = block * n;
   const Checker check{"all_gather", r};
   ZW_TRY(check.types(o.dtype, o.op, false));
+  ZW_ASSIGN_OR_RETURN(const size_t total, check.bytes(o.count, o.dtype, size_t(n)));
+  const size_t block = o.count * dtype_size(o.dtype);
   ZW_TRY(check.premul(o, false));
   ZW_TRY(check.buffer("input", o.input, block));
   ZW_TRY(check.buffer("output", o.output, total));
@@ -223,9 +230,10 @@ Result<Work> all_gather(Communicator& comm, const CollectiveOptions& o) {
 
 Result<Work> reduce_scatter(Communicator& comm, const CollectiveOptions& o) {
   const int n = comm.size(), r = comm.rank();
-  const size_t block = o.count * dtype_size(o.dtype), total = block * n;
   const Checker check{"reduce_scatter", r};
   ZW_TRY(check.types(o.dtype, o.op, true));
+  ZW_ASSIGN_OR_RETURN(const size_t total, check.bytes(o.count, o.dtype, size_t(n)));
+  const size_t block = o.count * dtype_size(o.dtype);
   ZW_TRY(check.premul(o, true));
   ZW_TRY(check.buffer("input", o.input, total));
   ZW_TRY(check.buffer("output", o.output, block));
@@ -239,9 +247,9 @@ Result<Work> reduce_scatter(Communicator& comm, const CollectiveOptions& o) {
 
 Result<Work> all_reduce(Communicator& comm, const CollectiveOptions& o) {
   const int r = comm.rank();
-  const size_t elem = dtype_size(o.dtype), total = o.count * elem;
   const Checker check{"all_reduce", r};
   ZW_TRY(check.types(o.dtype, o.op, true));
+  ZW_ASSIGN_OR_RETURN(const size_t total, check.bytes(o.count, o.dtype));
   ZW_TRY(check.premul(o, true));
   ZW_TRY(check.buffer("input", o.input, total));
   ZW_TRY(check.buffer("output", o.output, total));
@@ -254,9 +262,9 @@ Result<Work> all_reduce(Communicator& comm, const CollectiveOptions& o) {
 
 Result<Work> broadcast(Communicator& comm, const CollectiveOptions& o) {
   const int n = comm.size(), r = comm.rank();
-  const size_t total = o.count * dtype_size(o.dtype);
   const Checker check{"broadcast", r};
   ZW_TRY(check.types(o.dtype, o.op, false));
+  ZW_ASSIGN_OR_RETURN(const size_t total, check.bytes(o.count, o.dtype));
   ZW_TRY(check.premul(o, false));
   if (o.root < 0 || o.root >= n)
     return check.fail("root " + std::to_string(o.root) + " is outside 0.." + std::to_string(n - 1));
@@ -274,9 +282,9 @@ Result<Work> broadcast(Communicator& comm, const CollectiveOptions& o) {
 
 Result<Work> reduce(Communicator& comm, const CollectiveOptions& o) {
   const int n = comm.size(), r = comm.rank();
-  const size_t total = o.count * dtype_size(o.dtype);
   const Checker check{"reduce", r};
   ZW_TRY(check.types(o.dtype, o.op, true));
+  ZW_ASSIGN_OR_RETURN(const size_t total, check.bytes(o.count, o.dtype));
   ZW_TRY(check.premul(o, true));
   if (o.root < 0 || o.root >= n)
     return check.fail("root " + std::to_string(o.root) + " is outside 0.." + std::to_string(n - 1));

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <new>
 #include <thread>
 
 #include "common/knobs.h"
@@ -121,6 +122,21 @@ Result<std::unique_ptr<CommImpl>> CommImpl::create(std::shared_ptr<Store> store,
   if (size < 1 || rank < 0 || rank >= size)
     return Status(Code::kInvalidArgument, "rank " + std::to_string(rank) + " is outside a world of " +
                                               std::to_string(size) + " ranks");
+  if (size > kMaxWorldSize)
+    return Status(Code::kInvalidArgument, "rank " + std::to_string(rank) + ": a world of " + std::to_string(size) +
+                                              " ranks is above zerowire's limit of " + std::to_string(kMaxWorldSize) +
+                                              " (is the world size a rank count? check WORLD_SIZE / ZW_WORLD_SIZE)");
+  try {
+    return create_checked(std::move(store), rank, size, settings);
+  } catch (const std::bad_alloc&) {  // per-peer tables of a large world on a small host: an error, not a crash
+    return Status(Code::kOutOfMemory, "rank " + std::to_string(rank) + ": setting up a communicator of " +
+                                          std::to_string(size) + " ranks needs more host memory than this process "
+                                          "can get; check the world size, or free memory");
+  }
+}
+
+Result<std::unique_ptr<CommImpl>> CommImpl::create_checked(std::shared_ptr<Store> store, int rank, int size,
+                                                           const CommSettings& settings) {
   std::unique_ptr<CommImpl> comm(new CommImpl(rank, size, settings));
   // Communicators with the same name on one store are told apart by their order of creation: a rank finishes
   // creating one only after every rank arrived at it, so arrivals of successive generations never interleave.

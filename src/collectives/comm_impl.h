@@ -104,6 +104,8 @@ class CommImpl {
   // make a CUDA device current), or also a thread waiting for it (host collectives).
   enum class RunBy { kWorker, kWorkerOrWaiter };
 
+  // The largest world a communicator accepts (per-peer tables are allocated up front).
+  static constexpr int kMaxWorldSize = 1 << 20;
   static Result<std::unique_ptr<CommImpl>> create(std::shared_ptr<Store> store, int rank, int size,
                                                   const CommSettings& settings);
   ~CommImpl();
@@ -146,6 +148,9 @@ class CommImpl {
   void adopt_store_server(std::unique_ptr<TcpStoreServer> server) { store_server_ = std::move(server); }
 
  private:
+  // create() after its argument checks; may throw std::bad_alloc (create() turns it into an error).
+  static Result<std::unique_ptr<CommImpl>> create_checked(std::shared_ptr<Store> store, int rank, int size,
+                                                          const CommSettings& settings);
   struct Pending {
     OpDesc desc;
     uint64_t seq;

@@ -3,6 +3,7 @@
 // first message and named in the error.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -18,6 +19,19 @@ enum class Algo : uint8_t { kRing, kTree };
 
 const char* op_kind_name(OpKind kind);
 const char* algo_name(Algo algo);
+
+// count elements of dtype times `blocks` in bytes into *bytes; false when that does not fit in 64 bits (every public
+// operation refuses such a count: wrapped around, it would "succeed" after moving almost nothing).
+inline bool checked_bytes(uint64_t count, DataType dtype, uint64_t blocks, size_t* bytes) {
+  size_t one = 0;
+  return !__builtin_mul_overflow(count, dtype_size(dtype), &one) && !__builtin_mul_overflow(one, blocks, bytes);
+}
+// The usage error's text for such a count.
+inline std::string overflow_text(uint64_t count, DataType dtype, uint64_t blocks) {
+  return "count " + std::to_string(count) + " of " + dtype_name(dtype) +
+         (blocks > 1 ? " x " + std::to_string(blocks) + " ranks" : std::string()) +
+         " is more bytes than a 64-bit size holds; pass the element count";
+}
 
 struct OpDesc {
   OpKind kind = OpKind::kBarrier;

@@ -52,7 +52,9 @@ Result<std::vector<Xfer>> validate(const Communicator& comm, std::span<const P2P
     if (o.peer < 0 || o.peer >= n)
       return usage(what, r, which + ": peer " + std::to_string(o.peer) + " is outside 0.." + std::to_string(n - 1));
     const MemRef& m = op.kind == P2PKind::kSend ? o.input : o.output;
-    const size_t bytes = o.count * dtype_size(o.dtype);
+    size_t bytes = 0;
+    if (!internal::checked_bytes(o.count, o.dtype, 1, &bytes))
+      return usage(what, r, which + ": " + internal::overflow_text(o.count, o.dtype, 1));
     if (bytes > 0 && m.ptr == nullptr)
       return usage(what, r, which + ": buffer is null but " + std::to_string(bytes) + " bytes are needed");
     if (bytes > 0 && m.bytes < bytes)
@@ -168,11 +170,15 @@ Result<Work> rooted(Communicator& comm, const CollectiveOptions& o, bool to_root
   const int n = comm.size(), r = comm.rank();
   if (o.root < 0 || o.root >= n)
     return usage(name, r, "root " + std::to_string(o.root) + " is outside 0.." + std::to_string(n - 1));
+  if (static_cast<int>(o.dtype) >= kNumDataTypes) return usage(name, r, "unknown data type");
+  size_t total = 0;
+  if (!internal::checked_bytes(o.count, o.dtype, uint64_t(n), &total))
+    return usage(name, r, internal::overflow_text(o.count, o.dtype, uint64_t(n)));
   const size_t block = o.count * dtype_size(o.dtype);
   const MemRef& all = to_root ? o.output : o.input;
-  if (r == o.root && block > 0 && (all.ptr == nullptr || all.bytes < block * n))
-    return usage(name, r, std::string(to_root ? "output" : "input") + " on the root needs " +
-                              std::to_string(block * n) + " bytes (size × count), it holds " + std::to_string(all.bytes));
+  if (r == o.root && block > 0 && (all.ptr == nullptr || all.bytes < total))
+    return usage(name, r, std::string(to_root ? "output" : "input") + " on the root needs " + std::to_string(total) +
+                              " bytes (size × count), it holds " + std::to_string(all.bytes));
   std::vector<P2POp> ops = rooted_ops(comm, o, to_root);
   return send_recv(comm, ops);
 }
@@ -206,7 +212,9 @@ Result<Work> scatter(Communicator& comm, const CollectiveOptions& options) { ret
 Result<Work> all_to_all(Communicator& comm, const CollectiveOptions& o) {
   const int n = comm.size(), r = comm.rank();
   if (static_cast<int>(o.dtype) >= kNumDataTypes) return usage("all_to_all", r, "unknown data type");
-  const size_t total = o.count * dtype_size(o.dtype) * n;
+  size_t total = 0;
+  if (!internal::checked_bytes(o.count, o.dtype, uint64_t(n), &total))
+    return usage("all_to_all", r, internal::overflow_text(o.count, o.dtype, uint64_t(n)));
   for (const auto& [which, m] : {std::pair{"input", o.input}, std::pair{"output", o.output}}) {
     if (total == 0) break;
     if (m.ptr == nullptr) return usage("all_to_all", r, std::string(which) + " buffer is null");

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <limits>
 
 #include "tests/collectives/harness.h"
 
@@ -46,6 +47,19 @@ TEST_P(ErrorsTest, InvalidArgumentsFailBeforeCommunicating) {
     cases.push_back({"premul host", all_reduce(comm, premul), "device memory only"});
     premul.op = ReduceOp::kMax;
     cases.push_back({"premul max", all_reduce(comm, premul), "needs the sum"});
+    // Counts whose byte size wraps around 64 bits (they used to pass the size checks and "succeed" after moving
+    // 0 or 1 element): 2^62 floats is 2^64 bytes, 2^62 + 1 floats 4 bytes mod 2^64, 2^61 + 1 x 2 ranks likewise.
+    const size_t wrap = size_t{1} << 62, wrap_ag = (size_t{1} << 61) + 1;
+    cases.push_back({"all_reduce 2^62", all_reduce(comm, {host(b), host(b), wrap, DataType::kFloat32}), "64-bit"});
+    cases.push_back({"all_gather 2^61+1", all_gather(comm, {host(a), host(b), wrap_ag, DataType::kFloat32}), "64-bit"});
+    cases.push_back({"reduce_scatter 2^61+1",
+                     reduce_scatter(comm, {host(b), host(a), wrap_ag, DataType::kFloat32}), "64-bit"});
+    cases.push_back({"broadcast 2^62+1", broadcast(comm, {host(b), host(b), wrap + 1, DataType::kFloat32}), "64-bit"});
+    cases.push_back({"reduce 2^62+1", reduce(comm, {host(b), host(b), wrap + 1, DataType::kFloat32}), "64-bit"});
+    cases.push_back({"all_to_all 2^61+1", all_to_all(comm, {host(a), host(b), wrap_ag, DataType::kFloat32}), "64-bit"});
+    CollectiveOptions big_send{host(b), {}, wrap + 1, DataType::kFloat32};
+    big_send.peer = 1;
+    cases.push_back({"send 2^62+1", send(comm, big_send), "64-bit"});
     MemRef device{b.data(), 256, MemKind::kCudaDevice, 0};
     cases.push_back({"device", all_reduce(comm, {device, device, 4, DataType::kFloat32}), "cuda"});
     for (auto& c : cases) {
@@ -134,6 +148,16 @@ TEST_P(ErrorsTest, AbortFailsPendingWork) {
 
 // A reason longer than one control message reaches the peers with its head and its tail (shm: over tcp the abort
 // message itself can be lost to a reset, as AbortFailsPendingWork explains).
+// An absurd world size is a clear error at creation, not an uncaught std::bad_alloc from the per-peer tables.
+TEST(ErrorsCreate, AbsurdWorldSizeIsAnErrorNotACrash) {
+  for (int size : {(1 << 20) + 1, 1 << 30, std::numeric_limits<int>::max()}) {
+    auto comm = Communicator::create(make_memory_store(), 0, size, quick("shm", 2));
+    ASSERT_FALSE(comm.ok()) << size;
+    EXPECT_EQ(comm.status().code(), Code::kInvalidArgument) << comm.status().to_string();
+    EXPECT_NE(comm.status().message().find("limit"), std::string::npos) << comm.status().to_string();
+  }
+}
+
 TEST(ErrorsLongReason, AForwardedAbortKeepsHeadAndTail) {
   const std::string reason = "HEAD-OF-REASON " + std::string(400, 'x') + " TAIL-OF-REASON";
   run_ranks(2, quick("shm", 30), [&](int r, Communicator& comm) {
