@@ -1,0 +1,238 @@
+"""The collectives matrix: every torch.distributed operation the zerowire backend maps, against Gloo's results on
+the same inputs, in real processes (python test_collectives.py --world N [--device cuda]).
+
+Coverage is chosen to stay quick on two cores: every operation x every dtype at sizes 0, 1, 7 (odd) and 1031;
+a size sweep (2 .. 262147 elements, across zerowire's eager/tree/ring thresholds) for float32; int8/bool through
+the data-movement operations (moved as bytes). Cases alternate sync/async (wait() and get_future().wait()) and
+in-place/out-of-place. Inputs are small integers, so every sum, product, min and max is exact in every dtype and
+the comparison is exact; averages and pre-multiplied sums by 1/3 compare within the dtype's rounding (RTOL).
+The reference is Gloo's all_reduce / all_gather / broadcast on the inputs widened to float64 or int64 (exact for
+these values; Gloo lacks AVG and PREMUL_SUM, and some reductions for 16-bit floats), cast back to the dtype.
+"""
+import sys
+
+import torch
+import torch.distributed as dist
+
+from zw_testing import DTYPES, FLOAT_DTYPES, check, finish, main_world, run, values
+
+SIZES = (0, 1, 7, 1031)
+SWEEP = (2, 3, 64, 4097, 65537, 262147)
+OPS = {"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX,
+       "product": dist.ReduceOp.PRODUCT, "avg": dist.ReduceOp.AVG}
+
+
+def wide(dtype):
+    return torch.float64 if dtype.is_floating_point else torch.int64
+
+
+class Matrix:
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.failures = []
+        self.total = 0
+        self.case = 0
+
+    def expect(self, name, got, want, exact=True, rtol=None):
+        self.total += 1
+        check(self.failures, name, got, want, exact, rtol)
+
+    def wait(self, work, outputs):
+        """Sync calls return None; async ones are waited on through wait() or, every other time, the future."""
+        if work is None:
+            return
+        if self.case % 4 == 3:
+            got = work.get_future().wait()
+            if not isinstance(got, list) or any(a.data_ptr() != b.data_ptr() for a, b in zip(got, outputs)):
+                self.failures.append(f"case {self.case}: the future's value is not the outputs")
+        else:
+            work.wait()
+
+    # --- references through Gloo -------------------------------------------------------------------------------
+    def ref_reduce(self, x, op, factor=None):
+        c = self.ctx
+        t = x.to(wide(x.dtype))
+        if factor is not None:
+            t = (x * factor).to(x.dtype).to(t.dtype)
+        gloo_op = dist.ReduceOp.SUM if op in ("sum", "avg", "premul") else OPS[op]
+        dist.all_reduce(t, op=gloo_op, group=c.gloo)
+        if op == "avg":
+            t = t / c.world
+        return t.to(x.dtype)
+
+    def ref_gather(self, x):
+        c = self.ctx
+        parts = [torch.empty_like(x) for _ in range(c.world)]
+        dist.all_gather(parts, x, group=c.gloo)
+        return torch.cat([p.reshape(-1) for p in parts])
+
+    # --- cases -------------------------------------------------------------------------------------------------
+    def all_reduce(self, dtype, n, op, factor=None):
+        c, a = self.ctx, self.case % 2 == 1
+        x = values((n,), dtype, ("ar", self.case), c.rank, device=c.device)
+        t = x.clone()
+        rop = dist._make_nccl_premul_sum(factor) if op == "premul" else OPS[op]
+        self.wait(dist.all_reduce(t, op=rop, group=c.zw, async_op=a), [t])
+        exact = op not in ("avg", "premul") or (op == "avg" and c.world in (2, 4)) or factor == 0.5
+        self.expect(f"all_reduce {op} {dtype} n={n} async={a}", t, self.ref_reduce(x, op, factor), exact)
+
+    def reduce(self, dtype, n, op):
+        c, a = self.ctx, self.case % 2 == 1
+        root = self.case % c.world
+        x = values((n,), dtype, ("rd", self.case), c.rank, device=c.device)
+        t = x.clone()
+        self.wait(dist.reduce(t, dst=root, op=OPS[op], group=c.zw, async_op=a), [t])
+        want = self.ref_reduce(x, op)
+        if c.rank == root:
+            self.expect(f"reduce {op} root={root} {dtype} n={n} async={a}", t, want)
+
+    def broadcast(self, dtype, n):
+        c, a = self.ctx, self.case % 2 == 1
+        root = self.case % c.world
+        x = values((n,), dtype, ("bc", self.case), c.rank, device=c.device)
+        t = x.clone()
+        self.wait(dist.broadcast(t, src=root, group=c.zw, async_op=a), [t])
+        want = x.clone()
+        dist.broadcast(want, src=root, group=c.gloo)
+        self.expect(f"broadcast root={root} {dtype} n={n} async={a}", t, want)
+
+    def all_gather(self, dtype, n):
+        c, a = self.ctx, self.case % 2 == 1
+        x = values((n,), dtype, ("ag", self.case), c.rank, device=c.device)
+        outs = [torch.full_like(x, 7) for _ in range(c.world)]
+        self.wait(dist.all_gather(outs, x, group=c.zw, async_op=a), outs)
+        self.expect(f"all_gather(list) {dtype} n={n} async={a}", torch.cat(outs), self.ref_gather(x))
+
+    def all_gather_into_tensor(self, dtype, n):
+        c, a, in_place = self.ctx, self.case % 2 == 1, self.case % 3 == 0
+        x = values((n,), dtype, ("agt", self.case), c.rank, device=c.device)
+        out = torch.full((n * c.world,), 7, dtype=dtype, device=c.device)
+        inp = out[c.rank * n:(c.rank + 1) * n] if in_place else x
+        if in_place:
+            inp.copy_(x)
+        self.wait(dist.all_gather_into_tensor(out, inp, group=c.zw, async_op=a), [out])
+        self.expect(f"all_gather_into_tensor {dtype} n={n} async={a} in_place={in_place}", out, self.ref_gather(x))
+
+    def reduce_scatter(self, dtype, n, op):
+        c, a = self.ctx, self.case % 2 == 1
+        ins = [values((n,), dtype, ("rs", self.case, r), c.rank, device=c.device) for r in range(c.world)]
+        out = torch.full((n,), 7, dtype=dtype, device=c.device)
+        self.wait(dist.reduce_scatter(out, ins, op=OPS[op], group=c.zw, async_op=a), [out])
+        want = self.ref_reduce(torch.cat(ins), op)[c.rank * n:(c.rank + 1) * n]
+        self.expect(f"reduce_scatter(list) {op} {dtype} n={n} async={a}", out, want, op != "avg" or c.world != 3)
+
+    def reduce_scatter_tensor(self, dtype, n, op, factor=None):
+        c, a, in_place = self.ctx, self.case % 2 == 1, self.case % 3 == 0
+        x = values((n * c.world,), dtype, ("rst", self.case), c.rank, device=c.device)
+        inp = x.clone()
+        out = inp[c.rank * n:(c.rank + 1) * n] if in_place else torch.full((n,), 7, dtype=dtype, device=c.device)
+        rop = dist._make_nccl_premul_sum(factor) if op == "premul" else OPS[op]
+        self.wait(dist.reduce_scatter_tensor(out, inp, op=rop, group=c.zw, async_op=a), [out])
+        want = self.ref_reduce(x, op, factor)[c.rank * n:(c.rank + 1) * n]
+        exact = op not in ("avg", "premul") or (op == "avg" and c.world in (2, 4)) or factor == 0.5
+        self.expect(f"reduce_scatter_tensor {op} {dtype} n={n} async={a} in_place={in_place}", out, want, exact)
+
+    def coalesced(self, dtype, n):
+        """all_gather_into_tensor, reduce_scatter_tensor and all_reduce through _coalescing_manager, and
+        all_reduce_coalesced: one work for several operations."""
+        c, a = self.ctx, self.case % 2 == 1
+        dev = torch.device(c.device)
+        xs = [values((n,), dtype, ("co", self.case, i), c.rank, device=c.device) for i in range(2)]
+        outs = [torch.empty(n * c.world, dtype=dtype, device=c.device) for _ in xs]
+        with dist._coalescing_manager(group=c.zw, device=dev, async_ops=a) as cm:
+            for o, x in zip(outs, xs):
+                dist.all_gather_into_tensor(o, x, group=c.zw)
+        if a:
+            cm.wait()
+        for i, (o, x) in enumerate(zip(outs, xs)):
+            self.expect(f"coalesced all_gather_into_tensor[{i}] {dtype} n={n} async={a}", o, self.ref_gather(x))
+        big = [values((n * c.world,), dtype, ("cors", self.case, i), c.rank, device=c.device) for i in range(2)]
+        rs = [torch.empty(n, dtype=dtype, device=c.device) for _ in big]
+        with dist._coalescing_manager(group=c.zw, device=dev, async_ops=a) as cm:
+            for o, x in zip(rs, big):
+                dist.reduce_scatter_tensor(o, x, group=c.zw)
+        if a:
+            cm.wait()
+        for i, (o, x) in enumerate(zip(rs, big)):
+            want = self.ref_reduce(x, "sum")[c.rank * n:(c.rank + 1) * n]
+            self.expect(f"coalesced reduce_scatter_tensor[{i}] {dtype} n={n} async={a}", o, want)
+        ts = [x.clone() for x in xs]
+        with dist._coalescing_manager(group=c.zw, device=dev, async_ops=a) as cm:
+            for t in ts:
+                dist.all_reduce(t, group=c.zw)
+        if a:
+            cm.wait()
+        for i, (t, x) in enumerate(zip(ts, xs)):
+            self.expect(f"coalesced all_reduce[{i}] {dtype} n={n} async={a}", t, self.ref_reduce(x, "sum"))
+        ts = [x.clone() for x in xs]
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            w = dist.all_reduce_coalesced(ts, group=c.zw, async_op=a)
+        if a:
+            w.wait()
+        for i, (t, x) in enumerate(zip(ts, xs)):
+            self.expect(f"all_reduce_coalesced[{i}] {dtype} n={n} async={a}", t, self.ref_reduce(x, "sum"))
+
+    def refused(self):
+        """What zerowire cannot do raises on the calling rank, before anything is sent; the group stays usable."""
+        c = self.ctx
+        for what, call in (
+            ("avg of int32", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32, device=c.device),
+                                                     op=dist.ReduceOp.AVG, group=c.zw)),
+            ("sum of int8", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int8, device=c.device), group=c.zw)),
+            ("bitwise and", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32, device=c.device),
+                                                    op=dist.ReduceOp.BAND, group=c.zw)),
+        ):
+            self.total += 1
+            try:
+                call()
+                self.failures.append(f"{what}: no exception")
+            except (ValueError, TypeError, NotImplementedError, RuntimeError) as e:
+                if "zerowire" not in str(e):
+                    self.failures.append(f"{what}: exception does not come from zerowire: {e}")
+        self.all_reduce(torch.float32, 5, "sum")  # still works
+
+    # --- the plan ----------------------------------------------------------------------------------------------
+    def plan(self):
+        for dtype in DTYPES:
+            floating = dtype in FLOAT_DTYPES
+            for n in SIZES:
+                for op in ("sum", "min", "max", "product") + (("avg", "premul") if floating else ()):
+                    yield self.all_reduce, (dtype, n, op) + ((1 / 3 if n % 2 else 0.5,) if op == "premul" else ())
+                yield self.reduce, (dtype, n, "sum" if floating else "max")
+                yield self.broadcast, (dtype, n)
+                yield self.all_gather, (dtype, n)
+                yield self.all_gather_into_tensor, (dtype, n)
+                yield self.reduce_scatter, (dtype, n, "sum")
+                for op in ("sum", "max") + (("avg", "premul") if floating else ()):
+                    yield self.reduce_scatter_tensor, (dtype, n, op) + ((0.5,) if op == "premul" else ())
+        for dtype in (torch.int8, torch.bool):
+            for n in (0, 7, 1031):
+                yield self.broadcast, (dtype, n)
+                yield self.all_gather, (dtype, n)
+                yield self.all_gather_into_tensor, (dtype, n)
+        for n in SWEEP:
+            yield self.all_reduce, (torch.float32, n, "sum")
+            yield self.all_gather_into_tensor, (torch.float32, n)
+            yield self.reduce_scatter_tensor, (torch.float32, n, "sum")
+            yield self.broadcast, (torch.float32, n)
+        for dtype in (torch.float32, torch.bfloat16):
+            for n in (1, 1031):
+                yield self.coalesced, (dtype, n)
+        yield self.refused, ()
+
+
+def matrix(ctx):
+    m = Matrix(ctx)
+    for fn, args in m.plan():
+        fn(*args)
+        m.case += 1
+    for _ in range(3):
+        dist.barrier(group=ctx.zw)
+    finish(ctx, m.failures, m.total)
+
+
+if __name__ == "__main__":
+    device = "cuda" if "--device" in sys.argv and sys.argv[sys.argv.index("--device") + 1] == "cuda" else "cpu"
+    run(main_world(), matrix, device=device, timeout_s=120)
