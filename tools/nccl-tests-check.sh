@@ -52,6 +52,8 @@ wait $zw_pid && note "build: nccl-tests on libzwnccl ok" || { note "build: nccl-
 wait $sys_pid && note "build: nccl-tests on NCCL ok" || { note "build: nccl-tests on the system NCCL FAILED"; tail -20 "$LOG/build-sys.log"; }
 ZWBIN=$BUILD/nccl-tests-zw/bin SYSBIN=$BUILD/nccl-tests-sys/bin
 ZWLIB=$BUILD/nccl/lib
+note "libnccl.so.2 of the zerowire runs: $(LD_LIBRARY_PATH=$ZWLIB ldd "$ZWBIN/all_reduce_perf_mpi" 2>/dev/null | awk '/libnccl/ {print $3}')"
+note "libnccl.so.2 of the NCCL runs:     $(ldd "$SYSBIN/all_reduce_perf_mpi" 2>/dev/null | awk '/libnccl/ {print $3}')"
 echo "   built in $(($(date +%s) - START)) s"
 
 # 2. check

@@ -1,6 +1,7 @@
 // libzwnccl on host memory (zerowire's extension) through NCCL's C API, ranks as threads: every collective against
 // a serial reference at world sizes 1-4, send/recv in groups, several communicators created and used in one group
-// by one thread (nccl-tests' -g N), split, PreMulSum, non-blocking init, abort unblocking a waiting rank.
+// by one thread (nccl-tests' -g N), split, shrink, registration, PreMulSum, non-blocking init, abort unblocking a
+// waiting rank.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -155,6 +156,47 @@ TEST_P(NcclHost, Split) {
       EXPECT_EQ(size, n - 1);
       EXPECT_NCCL_OK(ncclCommDestroy(none));
     }
+  });
+}
+
+// Ranks 0..n-2 shrink the communicator without the last rank (which does not call it, as a failed rank would not).
+TEST_P(NcclHost, ShrinkWithoutTheLastRank) {
+  const int n = GetParam();
+  if (n < 2) GTEST_SKIP() << "needs a rank to exclude";
+  run_ranks(n, [&](int r, ncclComm_t comm) {
+    if (r == n - 1) return;
+    int gone = n - 1;
+    ncclComm_t child = nullptr;
+    ASSERT_EQ(ncclCommShrink(comm, &gone, 1, &child, nullptr, NCCL_SHRINK_DEFAULT), ncclSuccess)
+        << ncclGetLastError(comm);
+    int size = 0, rank = -1;
+    EXPECT_NCCL_OK(ncclCommCount(child, &size));
+    EXPECT_NCCL_OK(ncclCommUserRank(child, &rank));
+    EXPECT_EQ(size, n - 1);
+    EXPECT_EQ(rank, r);
+    int64_t v = r + 1;
+    EXPECT_NCCL_OK(ncclAllReduce(&v, &v, 1, ncclInt64, ncclSum, child, nullptr));
+    EXPECT_EQ(v, static_cast<int64_t>((n - 1) * n / 2));
+    ncclComm_t none = nullptr;
+    EXPECT_EQ(ncclCommShrink(comm, &r, 1, &none, nullptr, NCCL_SHRINK_DEFAULT), ncclInvalidUsage);  // self excluded
+    EXPECT_EQ(none, nullptr);
+    EXPECT_NCCL_OK(ncclCommDestroy(child));
+  });
+}
+
+TEST_P(NcclHost, RegistrationIsAHint) {
+  const int n = GetParam();
+  run_ranks(n, [&](int r, ncclComm_t comm) {
+    std::vector<float> buf(4096, 1.0f);
+    void* handle = nullptr;
+    ncclWindow_t win = nullptr;
+    ASSERT_EQ(ncclCommRegister(comm, buf.data(), buf.size() * 4, &handle), ncclSuccess);
+    ASSERT_EQ(ncclCommWindowRegister(comm, buf.data(), buf.size() * 4, &win, NCCL_WIN_COLL_SYMMETRIC), ncclSuccess);
+    EXPECT_NCCL_OK(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr));
+    EXPECT_EQ(buf[4095], static_cast<float>(n));
+    EXPECT_NCCL_OK(ncclCommWindowDeregister(comm, win));
+    EXPECT_NCCL_OK(ncclCommDeregister(comm, handle));
+    EXPECT_EQ(ncclCommDeregister(comm, nullptr), ncclInvalidArgument);
   });
 }
 
