@@ -14,6 +14,8 @@
 #   4. compare busbw of all_gather, reduce_scatter, all_reduce in bfloat16 and float, 8 B - 1 GiB, libzwnccl beside
 #              NCCL at the same process count (1 on one GPU: the API layer's overhead; NGPU otherwise), -c 0.
 #   5. overhead zw_nccl_api_overhead (host memory, world size 1): ns per call, zerowire's C++ API vs NCCL's C API.
+#   6. torch   tests/nccl/torch_preload_smoke.py: torch.distributed "nccl" on libzwnccl by LD_PRELOAD, 2 processes on
+#              GPU 0 (if /usr/bin/python3 has torch and time is left).
 # Everything goes to BUILD/nccl-check/ (with OUT set, also $OUT/nccl-check.tar.gz and $OUT/nccl-check-summary.txt).
 # Exit status 0 only when every check passed.
 set -uo pipefail
@@ -87,7 +89,7 @@ for bin in all_gather reduce_scatter all_reduce; do
       dir=$ZWBIN; env=(-x LD_LIBRARY_PATH="$ZWLIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
       [ $side = sys ] && { dir=$SYSBIN; env=(); }
       [ -x "$dir/${bin}_perf_mpi" ] || continue
-      bounded 60 $MPIRUN "$cmp_np" "${env[@]}" "$dir/${bin}_perf_mpi" -g 1 -c 0 -b 8 -e 1G -f 8 -d "$dtype" -n 20 -w 5 \
+      bounded 60 $MPIRUN "$cmp_np" "${env[@]}" "$dir/${bin}_perf_mpi" -g 1 -c 0 -b 8 -e 1G -f 8 -d "$dtype" -n 10 -w 3 \
         >"$LOG/cmp_${side}_${bin}_${dtype}.txt" 2>&1 || echo "   cut or failed: $side $bin $dtype"
     done
   done
@@ -118,6 +120,19 @@ PY
 # 5. the API layer's cost per call
 bin=$(find "$BUILD" -type f -name zw_nccl_api_overhead -perm -u+x | head -1)
 [ -n "$bin" ] && bounded 60 "$bin" -n 100000 -r 3 | tee -a "$LOG/summary.txt"
+
+# 6. PyTorch on libzwnccl through LD_PRELOAD (2 processes sharing GPU 0), if time is left and torch is there
+if [ "$(left)" -gt 60 ]; then
+  bounded 200 python3 tests/nccl/torch_preload_smoke.py "$BUILD" 2 >"$LOG/torch.log" 2>&1
+  rc=$?
+  case $rc in
+    0) note "torch: torch.distributed (nccl backend) on libzwnccl via LD_PRELOAD, 2 processes on one GPU: ok" ;;
+    77) note "torch: skipped ($(tail -1 "$LOG/torch.log"))" ;;
+    *) note "torch: FAILED (exit $rc; $LOG/torch.log)"; status=1; tail -30 "$LOG/torch.log" ;;
+  esac
+else
+  note "torch: not run (no time left)"
+fi
 
 echo "== nccl-tests check done in $(($(date +%s) - START)) s, status $status"
 if [ -n "${OUT:-}" ]; then
