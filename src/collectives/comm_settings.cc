@@ -4,6 +4,9 @@
 #include "common/knobs.h"
 
 namespace zw::internal {
+namespace {
+constexpr double kMaxTimeoutS = 1e9;  // seconds
+}  // namespace
 
 Result<CommSettings> resolve_settings(const CommConfig& config) {
   const Knobs& k = knobs();
@@ -33,7 +36,12 @@ Result<CommSettings> resolve_settings(const CommConfig& config) {
                                               " bytes (ZW_CHUNK_BYTES) is below the minimum of 4K");
   if (s.slots < 1 || s.slots > 64)
     return Status(Code::kInvalidArgument, "ZW_SLOTS=" + std::to_string(s.slots) + " is outside 1..64");
-  if (s.timeout_s <= 0) return Status(Code::kInvalidArgument, "the operation timeout (ZW_TIMEOUT) must be positive");
+  // At most 1e9 s (~31 years): the timeout becomes int64 milliseconds, which 1e300 s or inf would overflow (every
+  // wait then "timed out after 0 ms").
+  if (!(s.timeout_s > 0) || !(s.timeout_s <= kMaxTimeoutS))
+    return Status(Code::kInvalidArgument, "the operation timeout (ZW_TIMEOUT or CommConfig::timeout_s) is " +
+                                              std::to_string(s.timeout_s) + " s; give a positive number of seconds "
+                                              "up to 1e9");
   int64_t eager = config.eager_bytes >= 0 ? config.eager_bytes : k.eager_bytes;
   // ZW_EAGER_BYTES=auto: tcp pays a clear-to-send round trip through both kernels (64K is also Open MPI's tcp
   // eager limit); shm keeps the 16K that bench/tune measured.

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -106,7 +107,7 @@ bool assign(Knobs* k, const Row& row, const std::string& text) {
   auto d = std::get<double Knobs::*>(row.field);
   char* end = nullptr;
   double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || v < 0) return false;
+  if (text.empty() || *end != '\0' || !std::isfinite(v) || v < 0) return false;  // nan and inf are malformed
   k->*d = v;
   return true;
 }

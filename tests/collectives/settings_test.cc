@@ -1,6 +1,8 @@
 // Communicator settings whose default depends on the transport and the world size.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "collectives/comm_impl.h"
 #include "common/knobs.h"
 
@@ -27,6 +29,21 @@ TEST(TreeThresholdDefault, AutoIs1MOverTcpInPowerOfTwoWorlds) {
   for (const char* transport : {"tcp", "shm"})
     for (int n : {2, 3, 4})
       EXPECT_EQ(internal::resolve_tree_threshold(settings_for(transport, 4096), n), size_t{4096}) << transport;
+}
+
+// A timeout that overflows int64 milliseconds (1e300 s, inf) used to be accepted, and every wait then "timed out
+// after 0 ms"; it is refused with the setting's name. 1e9 s is the largest accepted.
+TEST(TimeoutSetting, HugeOrInfiniteIsRefused) {
+  for (double t : {1e300, 1e10, std::numeric_limits<double>::infinity()}) {
+    CommConfig c;
+    c.timeout_s = t;
+    auto s = internal::resolve_settings(c);
+    ASSERT_FALSE(s.ok()) << t;
+    EXPECT_NE(s.status().message().find("ZW_TIMEOUT"), std::string::npos) << s.status().to_string();
+  }
+  CommConfig ok;
+  ok.timeout_s = 1e9;
+  EXPECT_TRUE(internal::resolve_settings(ok).ok());
 }
 
 }  // namespace

@@ -44,6 +44,17 @@ TEST(Knobs, MalformedValueWarnsAndKeepsDefault) {
   EXPECT_EQ(k.chunk_bytes, 1 << 20);
 }
 
+// nan and inf used to be accepted, and then every wait "timed out after 0 ms".
+TEST(Knobs, NonFiniteSecondsAreMalformed) {
+  for (const char* text : {"nan", "inf", "-inf", "NaN", "infinity"}) {
+    std::vector<std::string> warnings;
+    Knobs k = parse({{"ZW_TIMEOUT", text}}, &warnings);
+    ASSERT_EQ(warnings.size(), 1u) << text;
+    EXPECT_NE(warnings[0].find("ZW_TIMEOUT"), std::string::npos) << warnings[0];
+    EXPECT_EQ(k.timeout_s, 300.0) << text;
+  }
+}
+
 TEST(Knobs, TableHasUniqueDescribedZwNames) {
   std::set<std::string> names;
   Knobs k = parse({}, nullptr);
