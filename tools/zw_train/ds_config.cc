@@ -113,8 +113,9 @@ Result<DsSetup> load_ds_config(const TrainConfig& c, const std::string& path, in
   t = c;
   apply_ds_config(ds, &t);
   if (ds.zero.gather_16bit_weights_on_model_save)
-    l.push_back("zero_optimization.stage3_gather_16bit_weights_on_model_save: each checkpoint also writes "
-                "global_step<N>/model.safetensors, the full model in the training dtype");
+    l.push_back(
+        "zero_optimization.stage3_gather_16bit_weights_on_model_save: each checkpoint also writes "
+        "global_step<N>/model.safetensors, the full model in the training dtype");
   l.push_back("lr schedule: " + make_schedule(t).describe());
   return s;
 }

@@ -30,28 +30,29 @@ std::string LrSchedule::describe() const {
       break;
     case zero::SchedulerType::kWarmupLR:
       std::snprintf(buf, sizeof buf, "DeepSpeed WarmupLR: %s warmup over %lld steps from %g to %g, then constant",
-                    warmup, (long long)ds.warmup_num_steps, ds.warmup_min_lr, ds.warmup_max_lr >= 0 ? ds.warmup_max_lr : max_lr);
+                    warmup, (long long)ds.warmup_num_steps, ds.warmup_min_lr,
+                    ds.warmup_max_lr >= 0 ? ds.warmup_max_lr : max_lr);
       break;
     case zero::SchedulerType::kWarmupDecayLR:
       std::snprintf(buf, sizeof buf,
                     "DeepSpeed WarmupDecayLR: %s warmup over %lld steps from %g to %g, linear decay to step %lld",
-                    warmup, (long long)ds.warmup_num_steps, ds.warmup_min_lr, ds.warmup_max_lr, (long long)ds.total_num_steps);
+                    warmup, (long long)ds.warmup_num_steps, ds.warmup_min_lr, ds.warmup_max_lr,
+                    (long long)ds.total_num_steps);
       break;
     case zero::SchedulerType::kWarmupCosineLR:
-      std::snprintf(buf, sizeof buf,
-                    "DeepSpeed WarmupCosineLR: %s warmup over %lld steps from %g x to 1 x of %g, cosine to %g x at step "
-                    "%lld",
-                    warmup, (long long)ds.warmup_num_steps, ds.warmup_min_ratio, max_lr, ds.cos_min_ratio,
-                    (long long)ds.total_num_steps);
+      std::snprintf(
+          buf, sizeof buf,
+          "DeepSpeed WarmupCosineLR: %s warmup over %lld steps from %g x to 1 x of %g, cosine to %g x at step "
+          "%lld",
+          warmup, (long long)ds.warmup_num_steps, ds.warmup_min_ratio, max_lr, ds.cos_min_ratio,
+          (long long)ds.total_num_steps);
       break;
   }
   return buf;
 }
 
 LrSchedule make_schedule(const TrainConfig& c) {
-  LrSchedule s{c.lr, c.min_lr, c.warmup_steps, c.steps};
-  s.ds = c.ds_scheduler;
-  return s;
+  return LrSchedule(c.lr, c.min_lr, c.warmup_steps, c.steps, c.ds_scheduler);
 }
 
 }  // namespace zw::train

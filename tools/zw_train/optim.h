@@ -18,10 +18,13 @@ namespace zw::train {
 struct TrainConfig;
 
 struct LrSchedule {
-  double max_lr = 1e-3;  // peak, reached at the end of warmup (a DeepSpeed schedule: the optimizer's lr)
-  double min_lr = 1e-4;  // floor of the cosine decay, reached at total_steps
-  int warmup_steps = 0;  // linear ramp: step s < warmup gets max_lr * (s + 1) / warmup
-  int total_steps = 1;   // cosine decay from max_lr (at warmup) to min_lr (at total_steps)
+  LrSchedule() = default;
+  LrSchedule(double max, double min, int warmup, int total, const zero::SchedulerConfig& deepspeed = {})
+      : max_lr(max), min_lr(min), warmup_steps(warmup), total_steps(total), ds(deepspeed) {}
+  double max_lr = 1e-3;      // peak, reached at the end of warmup (a DeepSpeed schedule: the optimizer's lr)
+  double min_lr = 1e-4;      // floor of the cosine decay, reached at total_steps
+  int warmup_steps = 0;      // linear ramp: step s < warmup gets max_lr * (s + 1) / warmup
+  int total_steps = 1;       // cosine decay from max_lr (at warmup) to min_lr (at total_steps)
   zero::SchedulerConfig ds;  // type != kNone: DeepSpeed's schedule instead (zero::scheduler_lr of max_lr)
   // The learning rate of 0-based step `step`; steps at or past total_steps get min_lr.
   double at(int64_t step) const;

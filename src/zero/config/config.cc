@@ -33,8 +33,10 @@ void parse_offload(ObjectReader& parent, const char* key, OffloadConfig* out) {
     out->device = OffloadDevice::kCpu;
   } else if (device == "nvme") {
     r.log().problem(r.path_of("device"), Code::kUnsupported,
-                    r.path_of("device") + " = \"nvme\": NVMe offload is not implemented in zerowire; write \"cpu\" "
-                                          "(zerowire keeps the " + kept + " in host memory)");
+                    r.path_of("device") +
+                        " = \"nvme\": NVMe offload is not implemented in zerowire; write \"cpu\" "
+                        "(zerowire keeps the " +
+                        kept + " in host memory)");
   } else {
     r.log().problem(r.path_of("device"), Code::kInvalidArgument,
                     r.path_of("device") + " must be \"none\", \"cpu\" or \"nvme\", got \"" + device + "\"");

@@ -160,20 +160,20 @@ struct ConfigNote {
 };
 
 struct ZeroConfig {
-  BatchConfig batch;                    // batch sizes after DeepSpeed's inference rule
-  ZeroOptimizationConfig zero;          // "zero_optimization"
-  Fp16Config fp16;                      // "fp16"
-  Bf16Config bf16;                      // "bf16" (alias "bfloat16")
-  double gradient_clipping = 0.0;       // global-norm clip, 0 = off
-  GradScalingConfig grad_comm;          // communication_data_type, prescale_gradients, gradient_predivide_factor
-  OptimizerConfig optimizer;            // "optimizer"
-  SchedulerConfig scheduler;            // "scheduler"
-  int64_t steps_per_print = 10;         // logging interval in optimizer steps
+  BatchConfig batch;                           // batch sizes after DeepSpeed's inference rule
+  ZeroOptimizationConfig zero;                 // "zero_optimization"
+  Fp16Config fp16;                             // "fp16"
+  Bf16Config bf16;                             // "bf16" (alias "bfloat16")
+  double gradient_clipping = 0.0;              // global-norm clip, 0 = off
+  GradScalingConfig grad_comm;                 // communication_data_type, prescale_gradients, gradient_predivide_factor
+  OptimizerConfig optimizer;                   // "optimizer"
+  SchedulerConfig scheduler;                   // "scheduler"
+  int64_t steps_per_print = 10;                // logging interval in optimizer steps
   bool zero_allow_untested_optimizer = false;  // accepted; zerowire runs only its own (tested) Adam/AdamW
   bool zero_force_ds_cpu_optimizer = true;     // accepted; offloaded state always uses zerowire's CPU Adam
-  std::set<std::string> explicit_keys;  // JSON paths set by the file; describe() marks the rest as defaults
-  std::vector<AutoResolution> autos;    // every "auto" of the file and what it became, in file order
-  std::vector<ConfigNote> notes;        // keys accepted with a difference, in file order
+  std::set<std::string> explicit_keys;         // JSON paths set by the file; describe() marks the rest as defaults
+  std::vector<AutoResolution> autos;           // every "auto" of the file and what it became, in file order
+  std::vector<ConfigNote> notes;               // keys accepted with a difference, in file order
 };
 
 // Parses DeepSpeed JSON. `world_size` (> 0) is the data-parallel size and `world_size_source` says where it

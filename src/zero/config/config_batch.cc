@@ -33,10 +33,10 @@ std::string mismatch(const BatchConfig& b, const std::string& what) {
 bool infer(ParseLog& log, const BatchConfig& b, const char* name, int64_t numerator, int64_t denominator,
            int64_t* out) {
   if (numerator % denominator != 0) {
-    log.problem(name, Code::kInvalidArgument,
-                mismatch(b, std::string("cannot infer ") + name + ": " + std::to_string(numerator) +
-                                " is not divisible by " + std::to_string(denominator) +
-                                "; set the batch sizes so that they divide evenly"));
+    log.problem(
+        name, Code::kInvalidArgument,
+        mismatch(b, std::string("cannot infer ") + name + ": " + std::to_string(numerator) + " is not divisible by " +
+                        std::to_string(denominator) + "; set the batch sizes so that they divide evenly"));
     return false;
   }
   *out = numerator / denominator;
@@ -51,11 +51,11 @@ void apply_rule(ParseLog& log, BatchConfig& b) {
   if (train && micro && accum) {
     const int64_t product = b.micro_batch_per_gpu * b.gradient_accumulation_steps * world;
     if (b.train_batch_size != product)
-      log.problem(kTrain, Code::kInvalidArgument,
-                  mismatch(b, std::to_string(b.micro_batch_per_gpu) + " × " +
-                                  std::to_string(b.gradient_accumulation_steps) + " × " + std::to_string(world) +
-                                  " = " + std::to_string(product) +
-                                  "; fix one of them or leave one out to have it inferred"));
+      log.problem(
+          kTrain, Code::kInvalidArgument,
+          mismatch(b, std::to_string(b.micro_batch_per_gpu) + " × " + std::to_string(b.gradient_accumulation_steps) +
+                          " × " + std::to_string(world) + " = " + std::to_string(product) +
+                          "; fix one of them or leave one out to have it inferred"));
   } else if (train && micro) {
     b.inferred.insert(kAccum);
     infer(log, b, kAccum, b.train_batch_size, b.micro_batch_per_gpu * world, &b.gradient_accumulation_steps);
@@ -87,8 +87,9 @@ int64_t trainer_value(ParseLog& log, const char* name, std::string* source) {
   const Json v = fill ? Json::parse(fill->json, nullptr, false) : Json();
   if (!v.is_number_integer() || v.get<int64_t>() < 1) {
     log.problem(name, Code::kInvalidArgument,
-                std::string(name) + " is \"auto\", which the trainer fills from its own arguments (as the Hugging "
-                                    "Face integration does), but this caller gives no value for it; write the value");
+                std::string(name) +
+                    " is \"auto\", which the trainer fills from its own arguments (as the Hugging "
+                    "Face integration does), but this caller gives no value for it; write the value");
     return 0;
   }
   *source = fill->source;
@@ -125,9 +126,9 @@ void parse_batch(ObjectReader& root, int world_size, std::string_view world_size
   ParseLog& log = root.log();
   BatchConfig& b = *out;
   if (world_size <= 0) {
-    log.problem("", Code::kInvalidArgument,
-                "world_size must be positive, got " + std::to_string(world_size) + " (" +
-                    std::string(world_size_source) + ")");
+    log.problem(
+        "", Code::kInvalidArgument,
+        "world_size must be positive, got " + std::to_string(world_size) + " (" + std::string(world_size_source) + ")");
     return;
   }
   b.world_size = world_size;

@@ -26,32 +26,44 @@ constexpr Rule kSwitchBlocks[] = {
     {"csv_monitor", false, "zw_train writes every step to metrics.jsonl in --out-dir (tools/plot_loss plots it)"},
     {"comms_logger", false, "zw_train --timeline records every collective with its time"},
     {"autotuning", false, "zerowire trains with the file's settings as written"},
-    {"amp", true, "apex AMP is not implemented in zerowire; remove the block and write \"bf16\": {\"enabled\": true} "
-                  "or \"fp16\": {\"enabled\": true}"},
-    {"torch_autocast", true, "torch autocast is not implemented in zerowire; remove the block and write \"bf16\": "
-                             "{\"enabled\": true} or \"fp16\": {\"enabled\": true}"},
-    {"elasticity", true, "elastic batch sizes are not implemented in zerowire; remove the block and set "
-                         "train_batch_size (or the micro batch and the accumulation steps)"},
-    {"curriculum_learning", true, "curriculum learning changes the data and is not implemented in zerowire; remove "
-                                  "the block"},
-    {"data_efficiency", true, "DeepSpeed's data efficiency library changes the data and is not implemented in "
-                              "zerowire; remove the block"},
-    {"hybrid_engine", true, "DeepSpeed-Chat's hybrid engine (training and generation in one engine) is not "
-                            "implemented in zerowire; remove the block or write \"enabled\": false"},
+    {"amp", true,
+     "apex AMP is not implemented in zerowire; remove the block and write \"bf16\": {\"enabled\": true} "
+     "or \"fp16\": {\"enabled\": true}"},
+    {"torch_autocast", true,
+     "torch autocast is not implemented in zerowire; remove the block and write \"bf16\": "
+     "{\"enabled\": true} or \"fp16\": {\"enabled\": true}"},
+    {"elasticity", true,
+     "elastic batch sizes are not implemented in zerowire; remove the block and set "
+     "train_batch_size (or the micro batch and the accumulation steps)"},
+    {"curriculum_learning", true,
+     "curriculum learning changes the data and is not implemented in zerowire; remove "
+     "the block"},
+    {"data_efficiency", true,
+     "DeepSpeed's data efficiency library changes the data and is not implemented in "
+     "zerowire; remove the block"},
+    {"hybrid_engine", true,
+     "DeepSpeed-Chat's hybrid engine (training and generation in one engine) is not "
+     "implemented in zerowire; remove the block or write \"enabled\": false"},
+    {"progressive_layer_drop", true,
+     "progressive layer dropping changes the model and is not implemented in zerowire; remove the block"},
+    {"quantize_training", true, "quantization-aware training is not implemented in zerowire; remove the block"},
+    {"nebula", false, "zerowire writes its own sharded checkpoints (Nebula does not apply)"},
 };
 
 // Top-level keys and blocks that apply whatever their value.
 constexpr Rule kBlocks[] = {
+    {"timers", false, "zw_train prints tokens/s for every step"},
+    {"compile", false, "zerowire runs its own kernels; torch.compile settings do not apply"},
     {"activation_checkpointing", false,
      "zerowire's model keeps its activations (no checkpointing); it changes memory use only"},
     {"pipeline", false, "it configures DeepSpeed's PipelineModule; zw_train trains without pipeline parallelism"},
     {"aio", false, "it tunes NVMe offload I/O, which zerowire does not use"},
-    {"checkpoint", false,
-     "zerowire writes its own sharded safetensors checkpoints, which load on any number of ranks"},
+    {"checkpoint", false, "zerowire writes its own sharded safetensors checkpoints, which load on any number of ranks"},
     {"dump_state", false, "zerowire prints its configuration (zw_train's summary) instead"},
     {"disable_allgather", false, "it applies to ZeRO stages 1 and 2; ZeRO-3 gathers parameters either way"},
-    {"sparse_attention", true, "sparse attention changes the model and is not implemented in zerowire; remove the "
-                               "block"},
+    {"sparse_attention", true,
+     "sparse attention changes the model and is not implemented in zerowire; remove the "
+     "block"},
     {"compression_training", true, "compression training is not implemented in zerowire; remove the block"},
 };
 
@@ -163,7 +175,8 @@ void parse_zero_policy(ObjectReader& r, ZeroOptimizationConfig* z) {
   legacy_offload(r, "cpu_offload", &z->offload_optimizer, "zero_optimization.offload_optimizer.device");
   legacy_offload(r, "cpu_offload_param", &z->offload_param, "zero_optimization.offload_param.device");
   bool pin = false;
-  if (r.read_bool("cpu_offload_use_pin_memory", &pin)) z->offload_optimizer.pin_memory = z->offload_param.pin_memory = pin;
+  if (r.read_bool("cpu_offload_use_pin_memory", &pin))
+    z->offload_optimizer.pin_memory = z->offload_param.pin_memory = pin;
 }
 
 }  // namespace zw::zero::internal

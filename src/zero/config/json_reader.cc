@@ -1,11 +1,11 @@
 // zero/config/json_reader.cc — JSON parsing with duplicate-key rejection, key suggestions, and the ParseLog that
 // collects problems (reported in file order), notes and "auto" resolutions. ObjectReader is in object_reader.cc.
+#include "zero/config/json_reader.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <utility>
-
-#include "zero/config/json_reader.h"
 
 namespace zw::zero::internal {
 namespace {

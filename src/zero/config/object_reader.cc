@@ -54,8 +54,9 @@ const Json* ObjectReader::resolve(std::string_view key, const std::string& defau
   }
   if (is_trainer_filled(path)) {
     log_->problem(path, Code::kInvalidArgument,
-                  path + " is \"auto\", which the trainer fills from its own arguments (as the Hugging Face "
-                         "integration does), but this caller gives no value for it; write the value");
+                  path +
+                      " is \"auto\", which the trainer fills from its own arguments (as the Hugging Face "
+                      "integration does), but this caller gives no value for it; write the value");
     return nullptr;
   }
   log_->resolved(path, default_text, "DeepSpeed's default");
@@ -94,7 +95,8 @@ bool ObjectReader::read_int(std::string_view key, const char* what, int64_t min,
     value = v->get<int64_t>();
   } else {
     const double d = v->get<double>();
-    if (!std::isfinite(d) || std::fabs(d) >= kInt64Limit) return bad(name + " = " + v->dump() + " is out of range for " + what);
+    if (!std::isfinite(d) || std::fabs(d) >= kInt64Limit)
+      return bad(name + " = " + v->dump() + " is out of range for " + what);
     if (d != std::trunc(d))
       return bad(name + " must be a whole number (" + what + "), got " + v->dump() + "; zerowire does not round it");
     value = static_cast<int64_t>(d);
@@ -149,16 +151,15 @@ void ObjectReader::alias(std::string_view alias, std::string_view key) {
   known_.emplace_back(alias);
   if (!has(alias)) return;
   if (has(key)) {
-    log_->problem(path_of(alias), Code::kInvalidArgument,
-                  path_of(key) + " is given twice, also as " + path_of(alias) +
-                      " (DeepSpeed's other spelling); keep one");
+    log_->problem(
+        path_of(alias), Code::kInvalidArgument,
+        path_of(key) + " is given twice, also as " + path_of(alias) + " (DeepSpeed's other spelling); keep one");
     return;
   }
   alias_.emplace_back(std::string(key), std::string(alias));
 }
 
-void ObjectReader::refuse(std::string_view key, const Json& harmless, std::string_view why,
-                          std::string_view instead) {
+void ObjectReader::refuse(std::string_view key, const Json& harmless, std::string_view why, std::string_view instead) {
   const Json* v = find(key);
   if (!v || (!harmless.is_null() && *v == harmless)) return;
   log_->problem(path_of(key), Code::kUnsupported,
@@ -177,9 +178,9 @@ void ObjectReader::finish() const {
     const std::string suggestion = nearest(key, known_);
     const std::string where = path_.empty() ? "at the top level" : "in " + path_;
     if (!suggestion.empty())
-      log_->problem(path_of(key), Code::kInvalidArgument,
-                    "unknown key " + path_of(key) + ": did you mean \"" + suggestion + "\" (" + path_of(suggestion) +
-                        ")?");
+      log_->problem(
+          path_of(key), Code::kInvalidArgument,
+          "unknown key " + path_of(key) + ": did you mean \"" + suggestion + "\" (" + path_of(suggestion) + ")?");
     else
       log_->problem(path_of(key), Code::kInvalidArgument,
                     "unknown key " + path_of(key) + "; valid keys " + where + ": " + join(known_));

@@ -91,15 +91,20 @@ TEST(ZeroConfigAutoFill, BatchNumbersInTheFileWin) {
   const AutoFill fill = trainer(16, 2);  // --batch 16, accumulation 2, on 2 ranks
   const BatchCase cases[] = {
       {R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
-           "gradient_accumulation_steps": "auto"})", 16, 4, 2},
+           "gradient_accumulation_steps": "auto"})",
+       16, 4, 2},
       {R"({"train_micro_batch_size_per_gpu": 3, "train_batch_size": "auto",
-           "gradient_accumulation_steps": "auto"})", 12, 3, 2},
+           "gradient_accumulation_steps": "auto"})",
+       12, 3, 2},
       {R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": "auto",
-           "gradient_accumulation_steps": "auto"})", 8, 2, 2},
+           "gradient_accumulation_steps": "auto"})",
+       8, 2, 2},
       {R"({"gradient_accumulation_steps": 4, "train_batch_size": "auto",
-           "train_micro_batch_size_per_gpu": "auto"})", 16, 2, 4},
+           "train_micro_batch_size_per_gpu": "auto"})",
+       16, 2, 4},
       {R"({"train_batch_size": 24, "train_micro_batch_size_per_gpu": 3,
-           "gradient_accumulation_steps": "auto"})", 24, 3, 4},
+           "gradient_accumulation_steps": "auto"})",
+       24, 3, 4},
       {R"({"train_micro_batch_size_per_gpu": "auto"})", 16, 8, 1},
   };
   for (const BatchCase& k : cases) {

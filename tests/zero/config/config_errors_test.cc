@@ -122,8 +122,8 @@ TEST(ZeroConfigUnsupported, KnownDeepSpeedOptionsZerowireLacks) {
   }
   EXPECT_HAS(error_of(R"({"train_batch_size": 8, "fp16": {"enabled": true, "auto_cast": true}})", Code::kUnsupported),
              "fp16.auto_cast = true");
-  const std::string stage2 = error_of(R"({"train_batch_size": 8, "zero_optimization": {"stage": 2}})",
-                                      Code::kUnsupported);
+  const std::string stage2 =
+      error_of(R"({"train_batch_size": 8, "zero_optimization": {"stage": 2}})", Code::kUnsupported);
   EXPECT_HAS(stage2, "zero_optimization.stage = 2: ZeRO stage 2 is not implemented in zerowire; write \"stage\": 3");
 }
 
@@ -150,9 +150,9 @@ TEST(ZeroConfigAccepted, PerformanceOnlyKeysGetOneNoteEach) {
                                          "zero_optimization.round_robin_gradients",
                                          "zero_optimization.offload_optimizer.ratio",
                                          "optimizer.params.torch_adam"};
-  EXPECT_EQ(paths, want);  // file order
+  EXPECT_EQ(paths, want);                         // file order
   EXPECT_EQ(r->zero.sub_group_size, 1000000000);  // 0 (per parameter in DeepSpeed): the same result in one group
-  EXPECT_TRUE(r->zero.reduce_scatter);             // what the engine does
+  EXPECT_TRUE(r->zero.reduce_scatter);            // what the engine does
   EXPECT_TRUE(r->optimizer.torch_adam);
   EXPECT_FALSE(r->zero_force_ds_cpu_optimizer);
   for (const ConfigNote& n : r->notes) EXPECT_HAS(n.message, n.path + " = ");

@@ -86,12 +86,12 @@ TEST(DeepSpeedCorpus, SummarySaysWhatEachAutoBecame) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   std::string all;
   for (const std::string& l : r->lines) all += l + "\n";
-  for (const char* line : {"optimizer.params.lr = \"auto\" -> 0.001 (--lr)",
-                           "scheduler.params.total_num_steps = \"auto\" -> 2 (--steps)",
-                           "train_micro_batch_size_per_gpu = \"auto\" -> 4 (inferred",
-                           "zero_optimization.reduce_bucket_size = \"auto\" -> 1024 (d_model²",
-                           "bf16.enabled = \"auto\" -> false (--dtype auto (fp32 here))",
-                           "lr schedule: DeepSpeed WarmupDecayLR: log warmup over 20 steps from 0 to 0.001"})
+  for (const char* line :
+       {"optimizer.params.lr = \"auto\" -> 0.001 (--lr)", "scheduler.params.total_num_steps = \"auto\" -> 2 (--steps)",
+        "train_micro_batch_size_per_gpu = \"auto\" -> 4 (inferred",
+        "zero_optimization.reduce_bucket_size = \"auto\" -> 1024 (d_model²",
+        "bf16.enabled = \"auto\" -> false (--dtype auto (fp32 here))",
+        "lr schedule: DeepSpeed WarmupDecayLR: log warmup over 20 steps from 0 to 0.001"})
     EXPECT_NE(all.find(line), std::string::npos) << line << "\n" << all;
   EXPECT_EQ(r->train.log_every, 1);  // steps_per_print
   EXPECT_EQ(r->train.ds_scheduler.type, zero::SchedulerType::kWarmupDecayLR);

@@ -28,6 +28,13 @@ for name in $trains; do
   n=$((n + 1))
 done
 [ "$n" -ge 12 ] || fail "only $n configs train"
+# The 16-bit model is in the training dtype: bf16 for a bf16 file, f32 for a Hugging Face file run in fp32 here.
+st_dtype() { python3 -c 'import json,struct,sys; f=open(sys.argv[1],"rb"); n=struct.unpack("<Q",f.read(8))[0]
+h=json.loads(f.read(n)); print(sorted({v["dtype"] for k,v in h.items() if k!="__metadata__"}))' "$1"; }
+[ "$(st_dtype "$WORK/axolotl_zero3_bf16/ckpt_zero/global_step2/model.safetensors")" = "['BF16']" ] \
+    || fail "axolotl_zero3_bf16: model.safetensors is not BF16"
+[ "$(st_dtype "$WORK/hf_zero3_offload_auto/ckpt_zero/global_step2/model.safetensors")" = "['F32']" ] \
+    || fail "hf_zero3_offload_auto: model.safetensors is not F32"
 # The summary of a Hugging Face-style file says what each "auto" became.
 grep -q 'optimizer.params.lr = "auto" -> 0.001 (--lr)' "$WORK/hf_zero3_offload_auto.log" \
     || fail "no auto line in the summary: $(cat "$WORK/hf_zero3_offload_auto.log")"

@@ -27,10 +27,9 @@ TEST(SchedulerLr, MatchesDeepSpeedAtEveryRecordedStep) {
   ASSERT_GE(t.at("cases").size(), 10u);
   for (const nlohmann::json& c : t.at("cases")) {
     const std::string name = c.at("name");
-    const nlohmann::json file = {
-        {"train_batch_size", 4},
-        {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", c.at("optimizer_lr")}}}}},
-        {"scheduler", {{"type", c.at("type")}, {"params", c.at("params")}}}};
+    const nlohmann::json file = {{"train_batch_size", 4},
+                                 {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", c.at("optimizer_lr")}}}}},
+                                 {"scheduler", {{"type", c.at("type")}, {"params", c.at("params")}}}};
     Result<ZeroConfig> cfg = parse_zero_config(file.dump(), 1, "test");
     ASSERT_TRUE(cfg.ok()) << name << ": " << cfg.status().to_string();
     const std::vector<double> want = c.at("lrs");
