@@ -222,6 +222,14 @@ int run(Communicator& comm, CollKind kind, const Flags& f, const std::vector<Dat
   const int n = comm.size(), r = comm.rank();
   const std::vector<size_t> sizes = sizes_of(f);
   size_t max_size = sizes.empty() ? 0 : sizes.back();
+  size_t smallest_elem = SIZE_MAX;
+  for (DataType dt : dtypes) smallest_elem = std::min(smallest_elem, dtype_size(dt));
+  if (shape_of(kind, max_size, smallest_elem, n).count == 0) {  // every row would be empty: say so, fail
+    if (r == 0)
+      std::fprintf(stderr, "nothing to measure: -e %s is less than one element per rank (%d ranks x %zu bytes); "
+                           "raise -e\n", f.max_bytes.c_str(), kind == CollKind::kAllReduce ? 1 : n, smallest_elem);
+    return 2;
+  }
   Arena in(max_size + 64, f.local_register != 0), out(max_size + 64, f.local_register != 0);
   if (!in.ptr || !out.ptr) {
     std::fprintf(stderr, "cannot allocate %zu bytes of benchmark buffers\n", max_size);
@@ -300,6 +308,22 @@ int run_collective_perf(int argc, char** argv, CollKind kind) {
     return 2;
   }
   if (kind == CollKind::kAllGather) ops = {ReduceOp::kSum};
+  int64_t lo = 0, hi = 0;
+  parse_bytes(f.min_bytes, &lo);
+  parse_bytes(f.max_bytes, &hi);
+  if (lo > hi) {
+    std::fprintf(stderr, "-b %s is above -e %s: the sweep runs from -b up to -e, so nothing would be measured\n",
+                 f.min_bytes.c_str(), f.max_bytes.c_str());
+    return 2;
+  }
+  bool any_pair = kind == CollKind::kAllGather;
+  for (DataType dt : dtypes)
+    for (ReduceOp op : ops) any_pair = any_pair || reduce_op_supported(dt, op);
+  if (!any_pair) {
+    std::fprintf(stderr, "-o %s is not defined for -d %s (e.g. avg needs a floating-point type): nothing to measure\n",
+                 f.op.c_str(), f.dtype.c_str());
+    return 2;
+  }
 
   Result<std::unique_ptr<Communicator>> comm = Status(Code::kInternal, "unset");
   if (knobs().rank < 0 && !discover_rank_from_environment().ok()) {
