@@ -4,7 +4,8 @@
 // Each connection must send HELLO with the server's token (compared in constant time) within the HELLO
 // deadline; frames before that are limited to kPreAuthMaxFrame bytes. A frame longer than the limit, a
 // malformed payload or a wrong token gets an ERROR reply (best effort) and the connection is dropped with a
-// WARN naming the peer. Requests go to StoreEngine; while a connection has a parked GET/WAIT or unsent reply
+// WARN naming the peer — the first kWarnBurst such WARNs one by one, then at most one line per kWarnEvery that counts
+// the connections dropped since and names the last, so that a flood of bad connections cannot flood the job's output. Requests go to StoreEngine; while a connection has a parked GET/WAIT or unsent reply
 // bytes the server stops reading it, which bounds what a client can make the server buffer.
 // Non-goals: TLS, connection limits beyond the HELLO deadline, more than one server thread.
 #include <poll.h>
@@ -34,6 +35,43 @@ constexpr size_t kReadChunk = 64 << 10;
 constexpr size_t kReadBudget = 1 << 20;  // bytes read from one connection per wakeup, for fairness
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 constexpr int kBacklog = 1024;
+constexpr int kWarnBurst = 8;                        // misbehaving clients logged one by one
+constexpr auto kWarnEvery = std::chrono::seconds(10);  // then one summary line at most this often
+
+// The WARNs about clients that misbehave (see the file comment). Owned by the server thread.
+class ClientWarnings {
+ public:
+  explicit ClientWarnings(const std::string& address) : address_(address) {}
+  ~ClientWarnings() {
+    if (quiet_ > 0)
+      ZW_WARN(kBoot, "store server on %s: %lld more bad client connection(s) dropped without a line each (last: %s)",
+              address_.c_str(), static_cast<long long>(quiet_), last_.c_str());
+  }
+  void warn(const std::string& line) {
+    const Clock::time_point now = Clock::now();
+    if (logged_ < kWarnBurst) {
+      ++logged_;
+      ZW_WARN(kBoot, "%s%s", line.c_str(), logged_ == kWarnBurst ? " (further ones are counted, not each logged)" : "");
+      next_summary_ = now + kWarnEvery;
+      return;
+    }
+    ++quiet_;
+    last_ = line;
+    if (now < next_summary_) return;
+    ZW_WARN(kBoot, "store server on %s: %lld more bad client connection(s) dropped in the last %lld s (last: %s)",
+            address_.c_str(), static_cast<long long>(quiet_),
+            static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(kWarnEvery).count()), line.c_str());
+    quiet_ = 0;
+    next_summary_ = now + kWarnEvery;
+  }
+
+ private:
+  const std::string& address_;
+  int logged_ = 0;                    // lines logged one by one so far
+  int64_t quiet_ = 0;                 // dropped since the last line
+  std::string last_;                  // the last of those
+  Clock::time_point next_summary_{};  // no summary line before this
+};
 
 struct Conn {
   net::Fd fd;                        // non-blocking socket
@@ -105,6 +143,7 @@ class Server final : public TcpStoreServer {
   uint64_t next_id_ = 1;
   std::vector<uint64_t> dirty_;  // connections whose buffered input may be processable now
   Clock::time_point accept_resume_{};
+  ClientWarnings warnings_{address_};
 };
 
 void Server::run() {
@@ -184,7 +223,7 @@ void Server::accept_all() {
     }
     Status st = net::set_nonblocking(fd->get());
     if (!st.ok()) {
-      ZW_WARN(kBoot, "dropping store connection from %s: %s", peer.c_str(), st.message().c_str());
+      warnings_.warn("dropping store connection from " + peer + ": " + st.message());
       continue;
     }
     (void)net::set_nodelay(fd->get());  // latency only; the connection works without it
@@ -228,13 +267,13 @@ bool Server::read_some(uint64_t id, Conn& c) {
       if (c.authed)
         ZW_TRACE(kBoot, "store client %s disconnected", c.peer.c_str());
       else
-        ZW_WARN(kBoot, "store connection from %s closed before sending hello", c.peer.c_str());
+        warnings_.warn("store connection from " + c.peer + " closed before sending hello");
       kill(id, c);
       return false;
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-    ZW_WARN(kBoot, "lost store connection from %s: %s", c.peer.c_str(), std::strerror(errno));
+    warnings_.warn("lost store connection from " + c.peer + ": " + std::strerror(errno));
     kill(id, c);
     return false;
   }
@@ -324,7 +363,7 @@ void Server::deliver(std::vector<StoreEngine::Out>* out) {
 }
 
 void Server::reject(uint64_t id, Conn& c, const Status& why) {
-  ZW_WARN(kBoot, "dropping store connection from %s: %s", c.peer.c_str(), why.message().c_str());
+  warnings_.warn("dropping store connection from " + c.peer + ": " + why.message());
   c.out += store::encode_reply(store::error_reply(why));
   (void)flush(c);  // best effort: the connection is dropped either way
   kill(id, c);

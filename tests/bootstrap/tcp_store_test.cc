@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "bootstrap/test_helpers.h"
+#include "common/log.h"
 
 namespace zw {
 namespace {
@@ -65,6 +66,38 @@ TEST(TcpStore, WrongTokenConnectionIsDropped) {
   EXPECT_EQ(reply->op, store::Op::kError);
   EXPECT_EQ(reply->number, static_cast<int64_t>(Code::kAuthFailed));
   EXPECT_TRUE(raw.closed_by_server());
+}
+
+// A flood of bad connections used to copy one WARN line per connection into the job's output; now the first few are
+// logged one by one and the rest counted (a summary line at most every 10 s and at shutdown).
+TEST(TcpStore, AFloodOfBadConnectionsLogsAFewLinesNotOneEach) {
+  if (!log::enabled(log::Level::kWarn, log::Subsys::kBoot)) GTEST_SKIP() << "ZW_DEBUG hides WARN lines here";
+  constexpr int kFlood = 60;
+  ::testing::internal::CaptureStderr();
+  {
+    auto server = start_server();
+    ASSERT_NE(server, nullptr);
+    auto good = connect(*server);
+    ASSERT_NE(good, nullptr);
+    for (int i = 0; i < kFlood; ++i) {
+      RawConn raw(*server);
+      store::Request hello;
+      hello.op = store::Op::kHello;
+      hello.key = "wrong";
+      raw.send(store::encode_request(hello));
+      ASSERT_TRUE(raw.read_reply().has_value()) << i;  // each one is answered (kAuthFailed) and dropped
+    }
+    expect_serves(*good, "after-the-flood");
+  }  // the server's shutdown logs the count of the unlogged ones
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  int lines = 0;
+  for (size_t at = err.find("dropping store connection"); at != std::string::npos;
+       at = err.find("dropping store connection", at + 1))
+    ++lines;
+  EXPECT_GE(lines, 1);
+  EXPECT_LE(lines, 10) << err.substr(0, 2000);
+  EXPECT_NE(err.find(std::to_string(kFlood - 8) + " more bad client connection(s)"), std::string::npos)
+      << err.substr(err.size() > 2000 ? err.size() - 2000 : 0);
 }
 
 TEST(TcpStore, EmptyTokensAreRefused) {
