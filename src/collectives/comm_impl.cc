@@ -211,6 +211,16 @@ Status CommImpl::connect(Store& store) {
 }
 
 CommImpl::~CommImpl() {
+  // Host operations still queued or running when the communicator goes away are aborted (peers are told) rather
+  // than run to their deadline: nobody can wait for them any more except through a Work the caller kept.
+  size_t pending = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending = q_.queue.size() + (executing_.load(std::memory_order_acquire) ? 1 : 0);
+  }
+  if (pending > 0)
+    abort(Status(Code::kAborted, "the communicator was destroyed on " + describe(rank_) + " with " +
+                                     std::to_string(pending) + " operation(s) pending; wait() on their Work first"));
   gpu_.reset();  // waits for its kernels
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -287,7 +297,8 @@ void CommImpl::abort(const Status& reason) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (abort_request_.ok()) abort_request_ = reason.ok() ? Status(Code::kAborted, "aborted by the application") : reason;
   }
-  if (rendezvous_) rendezvous_->interrupt();  // an operation blocked on a peer fails now, not at its deadline
+  if (rendezvous_)  // an operation blocked on a peer fails now, not at its deadline
+    rendezvous_->interrupt(reason.ok() ? std::string("the application aborted the communicator") : reason.message());
   worker_cv_.notify_all();                    // the token holder forwards the abort
   waiters_cv_.notify_all();
   std::lock_guard<std::mutex> lock(gpu_mutex_);
@@ -362,9 +373,11 @@ void CommImpl::run_next(std::unique_lock<std::mutex>& lock, bool by_waiter) {
     q_.last_claimed = by_waiter;
     ++(by_waiter ? q_.counts.by_waiter : q_.counts.by_worker);
     Status failed = failed_;
+    executing_.store(true, std::memory_order_relaxed);
     lock.unlock();
     op.work->mark_started();
     Status s = execute(op, failed, by_waiter);
+    executing_.store(false, std::memory_order_release);  // before its waiters can return (and destroy us)
     op.work->finish(std::move(s));
     op = Pending{};  // the task's captures are released outside the lock
     lock.lock();

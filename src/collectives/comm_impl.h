@@ -215,6 +215,7 @@ class CommImpl {
   std::condition_variable waiters_cv_;  // threads in wait_for sleep here; notified when an operation ends
   OpQueue q_;                           // under mutex_
   std::atomic<size_t> queued_{0};       // q_.queue.size(), readable without the lock (the worker polls it)
+  std::atomic<bool> executing_{false};  // an operation taken from the queue has not finished yet
   bool stopping_ = false;
   Status failed_;                       // sticky: set by the token holder on the first failure, or from abort_request_
   Status abort_request_;                // set by abort() from any thread, consumed by the token holder

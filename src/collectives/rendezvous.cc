@@ -145,7 +145,7 @@ Status Rendezvous::wait_for(int peer, const char* what, uint64_t tag, Predicate 
     if (done()) return Status();
     if (interrupted_.load(std::memory_order_acquire))
       return Status(Code::kAborted, "interrupted while waiting for " + std::string(what) + " from " + describe(peer) +
-                                        ": the application aborted the communicator");
+                                        ": " + interrupt_reason_);
     auto now = Clock::now();
     if (peer == rank_ || !state_[peer].error.ok()) ZW_TRY(check_peer(peer));
     if (deadline_.expired()) {

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <span>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -93,8 +94,14 @@ class Rendezvous {
   uint64_t next_recv_seq(int peer) { return ++state_[peer].p2p_received; }
   void use_seq(uint64_t seq) { seq_ = seq; }
 
-  // Makes every current and later wait fail with kAborted (callable from any thread).
-  void interrupt() { interrupted_.store(true, std::memory_order_release); }
+  // Makes every current and later wait fail with kAborted and `why` (callable from any thread; the first
+  // interrupt's reason is kept).
+  void interrupt(const std::string& why) {
+    std::lock_guard<std::mutex> lock(interrupt_mutex_);
+    if (interrupted_.load(std::memory_order_relaxed)) return;
+    interrupt_reason_ = why;  // written once, before the flag that publishes it
+    interrupted_.store(true, std::memory_order_release);
+  }
 
   // Best effort: tells every peer that this communicator failed, with the reason.
   void broadcast_abort(const Status& reason);
@@ -170,6 +177,8 @@ class Rendezvous {
   double timeout_s_ = 0;
   Clock::time_point next_liveness_check_{};
   std::atomic<bool> interrupted_{false};
+  std::mutex interrupt_mutex_;    // serializes interrupt()
+  std::string interrupt_reason_;  // set once by the first interrupt(), read after interrupted_ is seen true
   EagerConfig eager_;
   RegBuf inbox_;
   std::vector<std::vector<std::byte>> peer_inbox_keys_;

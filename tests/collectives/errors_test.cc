@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <limits>
+#include <thread>
 
 #include "tests/collectives/harness.h"
 
@@ -192,6 +193,31 @@ TEST_P(ErrorsTest, AbortInterruptsABlockedOperation) {
     EXPECT_EQ(s.code(), Code::kAborted) << s.to_string();
     EXPECT_LT(secs, 5.0) << "abort must not wait for the 60 s operation timeout";
   });
+}
+
+// Destroying a communicator with an operation pending aborts it (it used to block for the whole timeout): the
+// destructor returns at once and the kept Work says why.
+TEST_P(ErrorsTest, DestroyingWithAPendingOperationAbortsIt) {
+  auto store = make_memory_store();
+  std::thread peer([&] {
+    auto comm = Communicator::create(store, 1, 2, quick(GetParam(), 60));
+    ASSERT_TRUE(comm.ok()) << comm.status().to_string();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // never joins the operation
+  });
+  auto comm = Communicator::create(store, 0, 2, quick(GetParam(), 60));
+  ASSERT_TRUE(comm.ok()) << comm.status().to_string();
+  std::vector<float> in(64, 1.0f), out(64);
+  auto w = all_reduce(**comm, {MemRef::host(in.data(), 256), MemRef::host(out.data(), 256), 64, DataType::kFloat32});
+  ASSERT_TRUE(w.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto start = std::chrono::steady_clock::now();
+  comm->reset();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(secs, 5.0) << "destruction must not wait for the 60 s operation timeout";
+  const Status s = w->wait();
+  EXPECT_EQ(s.code(), Code::kAborted) << s.to_string();
+  EXPECT_NE(s.message().find("destroyed"), std::string::npos) << s.to_string();
+  peer.join();
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, ErrorsTest, ::testing::Values("shm", "tcp"));
