@@ -45,10 +45,12 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 bounded 200 ninja -C "$BUILD" nccl_shared zwnccl_shared zw_nccl_api_overhead zw_nccl_args_test zw_nccl_coll_test \
   zw_nccl_process_test zw_nccl_rank >"$LOG/ninja.log" 2>&1 || { note "ninja FAILED"; tail -20 "$LOG/ninja.log"; exit 1; }
-export JOBS=$(( $(nproc) / 2 > 1 ? $(nproc) / 2 : 1 ))
-bounded 300 bench/nccl_tests/build.sh "$BUILD/nccl-tests-zw" zerowire "$BUILD" 1 >"$LOG/build-zw.log" 2>&1 &
+# Every binary against zerowire; against NCCL only the three compared (its build runs beside ours).
+JOBS=$(( $(nproc) * 2 / 3 > 1 ? $(nproc) * 2 / 3 : 1 )) \
+  bounded 300 bench/nccl_tests/build.sh "$BUILD/nccl-tests-zw" zerowire "$BUILD" 1 >"$LOG/build-zw.log" 2>&1 &
 zw_pid=$!
-bounded 300 bench/nccl_tests/build.sh "$BUILD/nccl-tests-sys" system 1 >"$LOG/build-sys.log" 2>&1 &
+JOBS=$(( $(nproc) / 3 > 1 ? $(nproc) / 3 : 1 )) BINS="all_gather reduce_scatter all_reduce" \
+  bounded 300 bench/nccl_tests/build.sh "$BUILD/nccl-tests-sys" system 1 >"$LOG/build-sys.log" 2>&1 &
 sys_pid=$!
 wait $zw_pid && note "build: nccl-tests on libzwnccl ok" || { note "build: nccl-tests on libzwnccl FAILED"; status=1; tail -20 "$LOG/build-zw.log"; }
 wait $sys_pid && note "build: nccl-tests on NCCL ok" || { note "build: nccl-tests on the system NCCL FAILED"; tail -20 "$LOG/build-sys.log"; }

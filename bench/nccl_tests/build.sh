@@ -10,7 +10,8 @@
 # (ncclDevCommCreate fails, naming it), so those headers come from an NCCL 2.28 install only to let the copy compile:
 # $ZW_NCCL_DEVICE_INCLUDE, else the folder of a system nccl_device.h, else the nvidia-nccl-cu13 2.28.9 wheel
 # (downloaded with pip into ~/.cache/zerowire/wheels when missing). Environment: NVCC_GENCODE (default sm_90, the
-# H200; the tests only link on CPU machines), MPI_HOME (default: from mpicc --showme), JOBS (2).
+# H200; the tests only link on CPU machines), MPI_HOME (default: from mpicc --showme), JOBS (2), BINS (binaries to
+# build, e.g. "all_reduce all_gather"; default all).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -75,7 +76,9 @@ rm -rf "$out/src" && cp -r "$src" "$out/src"
 chmod -R u+w "$out/src"
 suffix=""
 [ "$mpi" = 1 ] && suffix=_mpi
-make -C "$out/src/src" -j"${JOBS:-2}" BUILDDIR="$out/bin" NCCL_HOME="$home" CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}" \
+targets=()  # BINS="all_reduce all_gather": only those binaries (default: every one)
+for b in ${BINS:-}; do targets+=("$out/bin/${b}_perf$suffix"); done
+make -C "$out/src/src" -j"${JOBS:-2}" "${targets[@]}" BUILDDIR="$out/bin" NCCL_HOME="$home" CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}" \
   MPI="$mpi" MPI_HOME="${mpi_home:-/usr}" NAME_SUFFIX="$suffix" \
   NVCC_GENCODE="${NVCC_GENCODE:--gencode=arch=compute_90,code=sm_90}" >"$out/make.log" 2>&1 ||
   { tail -40 "$out/make.log" >&2; echo "nccl-tests build failed (log: $out/make.log)" >&2; exit 1; }

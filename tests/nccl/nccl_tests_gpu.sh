@@ -36,9 +36,9 @@ run() {
 }
 for bin in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv gather scatter hypercube; do
   for dtype in float bfloat16; do
-    run "$out/bin/${bin}_perf$sfx" -g 1 -c 1 -b 8 -e 16M -f 8 -d "$dtype" -n 5 -w 2
+    run "$out/bin/${bin}_perf$sfx" -g 1 -c 1 -b 8 -e 8M -f 8 -d "$dtype" -n 3 -w 1
   done
 done
-run "$out/bin/all_reduce_perf$sfx" -g 1 -c 1 -b 8 -e 16M -f 8 -d float -o avg -n 5 -w 2
-run "$out/bin/reduce_scatter_perf$sfx" -g 1 -c 1 -b 8 -e 16M -f 8 -d bfloat16 -o max -n 5 -w 2
+run "$out/bin/all_reduce_perf$sfx" -g 1 -c 1 -b 8 -e 8M -f 8 -d float -o avg -n 3 -w 1
+run "$out/bin/reduce_scatter_perf$sfx" -g 1 -c 1 -b 8 -e 8M -f 8 -d bfloat16 -o max -n 3 -w 1
 [ $fails -eq 0 ] && echo "nccl-tests on libzwnccl: all passed" || { echo "$fails nccl-tests runs failed"; exit 1; }
