@@ -108,7 +108,7 @@ Result<DsSetup> load_ds_config(const TrainConfig& c, const std::string& path, in
   who_won(c, ds, "--steps", c.steps, "scheduler.params.total_num_steps", double(ds.scheduler.total_num_steps),
           "; the run still stops after --steps", &l);
   who_won(c, ds, "--log-every", c.log_every, "steps_per_print", double(ds.steps_per_print), "", &l);
-  for (const zero::ConfigNote& n : ds.notes) l.push_back(n.message);
+  for (const zero::ConfigNote& n : ds.notes) l.push_back("INFO " + n.message);
   TrainConfig& t = s.train;
   t = c;
   apply_ds_config(ds, &t);

@@ -37,6 +37,7 @@ struct BatchConfig {
   int world_size = 0;                       // data-parallel ranks, given by the caller
   std::string world_size_source;            // where world_size came from ("ZW_WORLD_SIZE=4 from zwrun")
   std::set<std::string> inferred;           // names of the three keys computed rather than read
+  std::string filled;  // "auto" keys the trainer filled, for messages ("train_batch_size from --batch")
 };
 
 enum class OffloadDevice { kNone, kCpu, kNvme };

@@ -26,7 +26,7 @@ std::string mismatch(const BatchConfig& b, const std::string& what) {
   return std::string("batch sizes do not fit DeepSpeed's rule ") + kTrain + " = " + kMicro + " × " + kAccum +
          " × world_size: " + kTrain + " " + number_or_unset(b.train_batch_size) + ", " + kMicro + " " +
          number_or_unset(b.micro_batch_per_gpu) + ", " + kAccum + " " + number_or_unset(b.gradient_accumulation_steps) +
-         ", " + world + "; " + what;
+         ", " + world + (b.filled.empty() ? "" : "; \"auto\" filled " + b.filled) + "; " + what;
 }
 
 // `*out` = numerator / denominator, or a problem when it does not divide evenly.
@@ -96,6 +96,10 @@ int64_t trainer_value(ParseLog& log, const char* name, std::string* source) {
   return v.get<int64_t>();
 }
 
+void note_filled(BatchConfig& b, const char* name, int64_t value, const std::string& source) {
+  b.filled += (b.filled.empty() ? "" : ", ") + std::string(name) + " " + std::to_string(value) + " from " + source;
+}
+
 // Fills the "auto" keys the file's numbers do not decide; `sources` gets what filled each. False when one of
 // them could not be filled (recorded as a problem).
 bool fill_autos(ParseLog& log, BatchConfig& b, bool auto_train, bool auto_micro, bool auto_accum,
@@ -104,17 +108,21 @@ bool fill_autos(ParseLog& log, BatchConfig& b, bool auto_train, bool auto_micro,
   if (auto_accum && !(b.train_batch_size > 0 && b.micro_batch_per_gpu > 0)) {
     b.gradient_accumulation_steps = trainer_value(log, kAccum, &sources[2]);
     if (b.gradient_accumulation_steps == 0) return false;
+    note_filled(b, kAccum, b.gradient_accumulation_steps, sources[2]);
   }
   if (auto_train && b.micro_batch_per_gpu == 0) {
     b.train_batch_size = trainer_value(log, kTrain, &sources[0]);
     if (b.train_batch_size == 0) return false;
+    note_filled(b, kTrain, b.train_batch_size, sources[0]);
   }
   if (auto_micro && b.train_batch_size == 0) {
     // No global batch in the file: the trainer's, shared by the accumulation steps and the ranks.
     std::string from;
     const int64_t global = trainer_value(log, kTrain, &from);
+    if (global == 0) return false;
     const int64_t accum = b.gradient_accumulation_steps > 0 ? b.gradient_accumulation_steps : 1;
-    if (global == 0 || !infer(log, b, kMicro, global, accum * world, &b.micro_batch_per_gpu)) return false;
+    note_filled(b, "the global batch", global, from);
+    if (!infer(log, b, kMicro, global, accum * world, &b.micro_batch_per_gpu)) return false;
     sources[1] = from + " / (" + std::to_string(accum) + " accumulation × " + std::to_string(world) + " ranks)";
   }
   return true;

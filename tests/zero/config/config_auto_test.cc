@@ -121,6 +121,11 @@ TEST(ZeroConfigAutoFill, AnIndivisibleTrainerBatchNamesItsSource) {
   Result<ZeroConfig> r = parse_zero_config(R"({"train_micro_batch_size_per_gpu": "auto"})", 4, "4 ranks", &fill);
   ASSERT_FALSE(r.ok());
   EXPECT_HAS(r.status().message(), "cannot infer train_micro_batch_size_per_gpu: 10 is not divisible by 4");
+  EXPECT_HAS(r.status().message(), "\"auto\" filled the global batch 10 from --batch");
+  r = parse_zero_config(R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto"})", 4, "4 ranks",
+                        &fill);
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.status().message(), "\"auto\" filled train_batch_size 10 from --batch");
 }
 
 }  // namespace
