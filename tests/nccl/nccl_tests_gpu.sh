@@ -8,6 +8,10 @@ set -uo pipefail
 build="$(cd "$1" && pwd)"
 out="${2:-$build/nccl-tests}"
 sfx="${3:-}"
+# Without arguments, tools/nccl-tests-check.sh's MPI=1 copy serves too.
+if [ $# -lt 2 ] && [ ! -x "$out/bin/all_reduce_perf" ] && [ -x "$build/nccl-tests-zw/bin/all_reduce_perf_mpi" ]; then
+  out=$build/nccl-tests-zw sfx=_mpi
+fi
 if ! nvidia-smi -L >/dev/null 2>&1; then
   echo "no GPU: nccl-tests on libzwnccl need one (skipped)"
   exit 77
