@@ -172,7 +172,12 @@ ncclResult_t ncclGroupEnd(void) {
     it->second.push_back(std::move(op));
   }
   std::vector<std::function<ncclResult_t()>> issues;
-  for (auto& [comm, ops] : per_comm) issues.push_back([c = comm, &o = ops] { return issue(c, o); });
+  const bool threads = per_comm.size() > 1;  // then each issues in a thread of its own, on its communicator's GPU
+  for (auto& [comm, ops] : per_comm)
+    issues.push_back([c = comm, &o = ops, threads] {
+      if (threads && c->device >= 0) cudaSetDevice(c->device);
+      return issue(c, o);
+    });
   ncclResult_t issued = issues.empty() ? ncclSuccess : run_all(issues);
   return result != ncclSuccess ? result : issued;
 }
