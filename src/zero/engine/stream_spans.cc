@@ -22,7 +22,7 @@ Status StreamSpans::resolve() {
     if (p.span >= 0)
       timeline_.device_ran(p.span, t0, t1);
     else
-      timeline_.compute(p.unit, p.backward, t0, t1);
+      timeline_.compute(p.unit, p.backward, t0, t1, /*device=*/true);
   }
   pending_.clear();
   used_ = 0;
