@@ -16,6 +16,8 @@
 namespace zw::internal {
 namespace {
 
+constexpr auto kDestroyGrace = std::chrono::seconds(2);  // see ~CommImpl
+
 using SteadyClock = std::chrono::steady_clock;
 
 // How long the worker polls for the next operation after running one before it sleeps: back-to-back operations
@@ -211,12 +213,15 @@ Status CommImpl::connect(Store& store) {
 }
 
 CommImpl::~CommImpl() {
-  // Host operations still queued or running when the communicator goes away are aborted (peers are told) rather
-  // than run to their deadline: nobody can wait for them any more except through a Work the caller kept.
+  // Host operations still queued or running when the communicator goes away get kDestroyGrace to finish (a queue
+  // that drains normally is not cut short, as NCCL's destroy flushes); what is still pending then — typically an
+  // operation waiting for a peer that never comes — is aborted (peers are told) instead of running to its timeout.
   size_t pending = 0;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    pending = q_.queue.size() + (executing_.load(std::memory_order_acquire) ? 1 : 0);
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto left = [&] { return q_.queue.size() + (executing_.load(std::memory_order_acquire) ? 1 : 0); };
+    waiters_cv_.wait_for(lock, kDestroyGrace, [&] { return left() == 0; });
+    pending = left();
   }
   if (pending > 0)
     abort(Status(Code::kAborted, "the communicator was destroyed on " + describe(rank_) + " with " +
