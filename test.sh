@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 tools/install-deps.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+# The torch backend's tests (python/, tests/python) run in a cached venv with the pinned torch, made once; this
+# fails (saying why) rather than leaving those tests out.
+torch_python=$(tools/torch-env.sh)
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DZW_TORCH_PYTHON="$torch_python"
 cmake --build build -j "$(nproc)"
 ctest --test-dir build --output-on-failure -j2 "$@"

@@ -48,6 +48,10 @@
 #   ncclapi    only with ZW_GPU_NCCL_API=1 (best with ZW_GPU_SKIP=tests,memcheck,multiproc,reduce,offload,train, as its
 #              builds take minutes): tools/nccl-tests-check.sh, nccl-tests on libzwnccl (-c 1, one process and two
 #              sharing the GPU) and beside the system NCCL (busbw, bf16 and float), and the API layer's cost per call.
+#   torch      only with ZW_GPU_TORCH=1 (best with ZW_GPU_SKIP=tests,memcheck,zero3,multiproc,reduce,offload,train): pip
+#              installs python/ (the torch backend) against this build and /usr/bin/python3's torch, offline, then
+#              runs tests/python's collectives matrix on CUDA tensors and FSDP2 GPT-2-small training against Gloo,
+#              2 processes sharing GPU 0 (logs torch_*.txt).
 #   summary    printed last: stage times and status, the tests (failed or cut with their first error lines, skipped
 #              for lack of GPUs, other skips), the collectives' time per world and stalls, memcheck, the 4-process
 #              runs, then the benchmark tables: reduce, offload, train, zerowire vs NCCL and the ring kernels.
@@ -328,8 +332,26 @@ stage_ncclapi() {
   cat "$BUILD/nccl-check/summary.txt" 2>/dev/null
   return $rc
 }
+# The torch.distributed backend (issue 18): `pip install --no-build-isolation --no-deps ./python` against this build
+# and the machine's torch (offline), then its collectives matrix on CUDA tensors and FSDP2 training of a GPT-2-small-
+# like model against Gloo, 2 processes sharing GPU 0. Only with ZW_GPU_TORCH=1 (the full check has no time left).
+stage_torch() {
+  local py=${ZW_TORCH_PYTHON:-/usr/bin/python3} site=$BUILD/python/site worst=0
+  export PYTHONPATH=$site
+  ZW_BUILD_DIR=$BUILD ZW_BUILD_JOBS=$(nproc) bounded 400 "$py" -m pip install --no-build-isolation --no-deps \
+    --upgrade --target "$site" "$ROOT/python" >"$LOG/torch_pip.log" 2>&1 ||
+    { worst=1; echo "   pip install ./python FAILED:"; tail -15 "$LOG/torch_pip.log"; return 1; }
+  echo "   pip install ./python: ok ($("$py" -c 'import torch; print("torch", torch.__version__)'))"
+  bounded 200 "$py" "$ROOT/tests/python/test_collectives.py" --world 2 --device cuda >"$LOG/torch_matrix.txt" 2>&1 ||
+    { worst=1; echo "   FAILED: collectives matrix on CUDA"; }
+  tail -4 "$LOG/torch_matrix.txt" | cut -c1-240
+  bounded 300 "$py" "$ROOT/tests/python/test_training.py" --case fsdp --world 2 --device cuda \
+    >"$LOG/torch_fsdp2.txt" 2>&1 || { worst=1; echo "   FAILED: FSDP2 GPT-2 small on CUDA"; }
+  tail -4 "$LOG/torch_fsdp2.txt" | cut -c1-240
+  return $worst
+}
 export -f run_bin stage_build test_limit test_rank stage_tests stage_memcheck stage_multiproc stage_reduce \
-  stage_offload stage_train stage_peercopy stage_nccl stage_ring stage_zero3 stage_ncclapi
+  stage_offload stage_train stage_peercopy stage_nccl stage_ring stage_zero3 stage_ncclapi stage_torch
 
 # ---- the stage runner ----
 
@@ -405,6 +427,7 @@ if [ -f "$BUILD/build.ninja" ]; then
     if [ -f "$ROOT/bench/train/gpu.sh" ]; then stage train 300; else skip_stage train "no bench/train/gpu.sh"; fi
   fi
   if [ "${ZW_GPU_NCCL_API:-0}" = 1 ]; then stage ncclapi 560; else skip_stage ncclapi "ZW_GPU_NCCL_API=1 runs it"; fi
+  if [ "${ZW_GPU_TORCH:-0}" = 1 ]; then stage torch 560; else skip_stage torch "ZW_GPU_TORCH=1 runs it"; fi
 fi
 
 echo "== summary ($MODE, $NGPU GPU(s), $(($(date +%s) - START)) s of the $BUDGET s budget; logs in $LOG)"

@@ -12,7 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libhwloc-dev libibverbs-dev librdmacm-dev
   libcli11-dev nlohmann-json3-dev libopenblas-dev
-  python3 python3-matplotlib
+  python3 python3-matplotlib python3-venv
 )
 
 is_installed() {

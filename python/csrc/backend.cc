@@ -49,7 +49,15 @@ void Launch::then(std::function<void()> step) {
   }
 }
 
-c10::intrusive_ptr<c10d::Work> Launch::finish() {
+c10::intrusive_ptr<ZwWork> Launch::defer(std::vector<c10::intrusive_ptr<ZwWork>>& list) {
+  ZwWork::Parts parts;
+  parts.cuda = parts_.cuda;
+  auto work = c10::make_intrusive<ZwWork>(backend_.getRank(), type_, op_, seq_, std::move(parts), backend_.completer_);
+  list.push_back(work);
+  return work;
+}
+
+c10::intrusive_ptr<ZwWork> Launch::finish() {
   if (parts_.cuda) {
     parts_.done.emplace(c10::DeviceType::CUDA);
     parts_.done->record(*stream_obj_);
@@ -90,7 +98,7 @@ void ZwBackend::prune() {
   while (!inflight_.empty() && inflight_.front()->isCompleted()) inflight_.pop_front();
 }
 
-c10::intrusive_ptr<c10d::Work> ZwBackend::register_work(c10::intrusive_ptr<ZwWork> work) {
+c10::intrusive_ptr<ZwWork> ZwBackend::register_work(c10::intrusive_ptr<ZwWork> work) {
   prune();
   inflight_.push_back(work);
   if (coalescing_) coalesced_.push_back(work);
@@ -105,6 +113,13 @@ void ZwBackend::startCoalescing() {
 
 c10::intrusive_ptr<c10d::Work> ZwBackend::endCoalescing() {
   TORCH_CHECK(coalescing_, "zerowire: endCoalescing without startCoalescing");
+  try {
+    flush_p2p();
+  } catch (...) {
+    coalescing_ = false;
+    coalesced_.clear();
+    throw;
+  }
   coalescing_ = false;
   ZwWork::Parts parts;
   parts.members = std::move(coalesced_);
@@ -123,6 +138,22 @@ c10::intrusive_ptr<c10d::Work> ZwBackend::endCoalescing() {
   }
   return c10::make_intrusive<ZwWork>(getRank(), c10d::OpType::COALESCED, "coalesced", seq_, std::move(parts),
                                      completer_);
+}
+
+void ZwBackend::flush_p2p() {
+  PendingP2P pending = std::move(p2p_);
+  p2p_ = PendingP2P();
+  if (pending.ops.empty()) return;
+  Launch launch(*this, c10d::OpType::COALESCED, "batch_isend_irecv", pending.tensors.front());
+  std::optional<c10::DeviceGuard> guard;
+  if (launch.cuda()) guard.emplace(pending.tensors.front().device());
+  launch.add(zw::send_recv(*comm_, pending.ops));
+  for (const at::Tensor& t : pending.tensors) {
+    launch.keep(t);
+    launch.output(t);
+  }
+  c10::intrusive_ptr<ZwWork> batch = launch.finish();  // a member of the coalesced group (coalescing_ is still set)
+  for (auto& w : pending.deferred) w->attach(batch);
 }
 
 c10::intrusive_ptr<c10d::Work> ZwBackend::barrier(const c10d::BarrierOptions& opts) {

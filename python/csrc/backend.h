@@ -11,7 +11,8 @@
 // The backend holds every work until it completed (inflight_), so tensors stay alive even when the caller drops the
 // work; between startCoalescing and endCoalescing works are also collected into one group work.
 // Threading: like ProcessGroupGloo, calls are issued from one thread at a time; works may be waited on anywhere.
-// Non-goals: gather/scatter, monitoredBarrier, splitting, sparse tensors.
+// Non-goals: gather/scatter (torch's default implementations), monitoredBarrier, recvAnysource, splitting, sparse
+// tensors.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -46,7 +47,10 @@ class Launch {
   // A step after the operations: for CUDA tensors enqueued on the stream now, for host tensors run at completion.
   void then(std::function<void()> step);
   // The work for this call (registered with the backend).
-  c10::intrusive_ptr<c10d::Work> finish();
+  c10::intrusive_ptr<ZwWork> finish();
+  // A work with no operation yet (a send/recv between startCoalescing and endCoalescing), appended to `list`; the
+  // backend attaches the batch that carries it at endCoalescing.
+  c10::intrusive_ptr<ZwWork> defer(std::vector<c10::intrusive_ptr<ZwWork>>& list);
 
  private:
   ZwBackend& backend_;
@@ -111,7 +115,14 @@ class ZwBackend final : public c10d::Backend {
  private:
   friend class Launch;
   uint64_t next_seq() { return ++seq_; }
-  c10::intrusive_ptr<c10d::Work> register_work(c10::intrusive_ptr<ZwWork> work);
+  c10::intrusive_ptr<ZwWork> register_work(c10::intrusive_ptr<ZwWork> work);
+  // Issues the send/recv ops deferred since startCoalescing as one zerowire batch (a member of the group).
+  void flush_p2p();
+  c10::intrusive_ptr<c10d::Work> point_to_point(zw::P2PKind kind, std::vector<at::Tensor>& tensors, int peer);
+  // alltoall_base with split sizes: one send and one receive per rank (byte ranges of dim-0 rows).
+  std::vector<zw::P2POp> alltoall_ops(Launch& launch, const at::Tensor& output, const at::Tensor& input,
+                                      const std::vector<int64_t>& out_splits, const std::vector<int64_t>& in_splits,
+                                      const c10d::AllToAllOptions& opts);
   // Drops completed works from the front of inflight_.
   void prune();
   // Reduction ops: the one tensor and its checks shared by allreduce/reduce.
@@ -125,6 +136,11 @@ class ZwBackend final : public c10d::Backend {
   std::deque<c10::intrusive_ptr<ZwWork>> inflight_;
   bool coalescing_ = false;
   std::vector<c10::intrusive_ptr<ZwWork>> coalesced_;
+  struct PendingP2P {
+    std::vector<zw::P2POp> ops;                       // in call order
+    std::vector<at::Tensor> tensors;                  // their tensors
+    std::vector<c10::intrusive_ptr<ZwWork>> deferred;  // the works send/recv returned
+  } p2p_;
 };
 
 // The creator torch.distributed calls (zerowire/torch.py registers it).

@@ -7,6 +7,7 @@
 // cannot (host memory, a tensor factor, a device path that refuses) the input is first scaled into a temporary
 // (input × factor, rounded to the input's dtype) and summed. Both give torch's definition: sum over ranks of
 // factor·input.
+#include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
 #include "backend.h"
@@ -275,16 +276,119 @@ c10::intrusive_ptr<c10d::Work> ZwBackend::alltoall_base(at::Tensor& output, at::
                                                         std::vector<int64_t>& output_split_sizes,
                                                         std::vector<int64_t>& input_split_sizes,
                                                         const c10d::AllToAllOptions& opts) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "zerowire alltoall_base: not in this build (zerowire's all_to_all is not "
-                              "available yet)");
+  const char* op = "alltoall_base";
+  check_like(op, "input", input, input);
+  check_like(op, "output", input, output);
+  const int n = getSize();
+  Launch launch(*this, c10d::OpType::ALLTOALL_BASE, op, input);
+  if (output_split_sizes.empty() && input_split_sizes.empty()) {
+    TORCH_CHECK_VALUE(input.numel() % n == 0, "zerowire ", op, ": input has ", input.numel(),
+                      " elements, not a multiple of the group size ", n);
+    check_numel(op, "output", output, input.numel());
+    // zerowire's all_to_all has no in-place form: an aliased input is copied first.
+    at::Tensor in = zw::ranges_overlap(input.data_ptr(), input.nbytes(), output.data_ptr(), output.nbytes())
+                        ? input.clone() : input;
+    Payload p = move_payload(in);
+    zw::CollectiveOptions o = launch.options(opts.timeout);
+    o.input = mem(in);
+    o.output = mem(output);
+    o.count = p.count / n;
+    o.dtype = p.dtype;
+    launch.issue(zw::all_to_all, o);
+    launch.keep(in);
+  } else {
+    std::vector<zw::P2POp> ops = alltoall_ops(launch, output, input, output_split_sizes, input_split_sizes, opts);
+    std::optional<c10::DeviceGuard> guard;
+    if (launch.cuda()) guard.emplace(input.device());
+    launch.add(zw::send_recv(*comm_, ops));
+  }
+  launch.keep(input);
+  launch.keep(output);
+  launch.output(output);
+  return launch.finish();
+}
+
+std::vector<zw::P2POp> ZwBackend::alltoall_ops(Launch& launch, const at::Tensor& output, const at::Tensor& input,
+                                               const std::vector<int64_t>& out_splits,
+                                               const std::vector<int64_t>& in_splits,
+                                               const c10d::AllToAllOptions& opts) {
+  const char* op = "alltoall_base";
+  const int n = getSize();
+  // Splits count rows (dim 0); a missing side splits its rows evenly.
+  auto rows = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* what) {
+    const int64_t total = t.dim() == 0 ? 1 : t.size(0);
+    std::vector<int64_t> r = splits;
+    if (r.empty()) {
+      TORCH_CHECK_VALUE(total % n == 0, "zerowire ", op, ": ", what, " has ", total, " rows, not a multiple of ", n);
+      r.assign(n, total / n);
+    }
+    check_count(op, (std::string(what) + " split sizes (one per rank)").c_str(), r.size(), static_cast<size_t>(n));
+    int64_t sum = 0;
+    for (int64_t v : r) {
+      TORCH_CHECK_VALUE(v >= 0, "zerowire ", op, ": negative ", what, " split size ", v);
+      sum += v;
+    }
+    TORCH_CHECK_VALUE(sum == total, "zerowire ", op, ": ", what, " split sizes add up to ", sum, " rows but the ",
+                      what, " has ", total);
+    return r;
+  };
+  const std::vector<int64_t> in_rows = rows(input, in_splits, "input");
+  const std::vector<int64_t> out_rows = rows(output, out_splits, "output");
+  const int64_t in_row_bytes = input.dim() == 0 || input.size(0) == 0 ? 0 : input.nbytes() / input.size(0);
+  const int64_t out_row_bytes = output.dim() == 0 || output.size(0) == 0 ? 0 : output.nbytes() / output.size(0);
+  std::vector<zw::P2POp> ops;
+  int64_t in_off = 0, out_off = 0;
+  for (int p = 0; p < n; ++p) {
+    zw::P2POp recv{zw::P2PKind::kRecv, launch.options(opts.timeout)};
+    recv.options.output = mem(output).slice(out_off * out_row_bytes, out_rows[p] * out_row_bytes);
+    recv.options.count = out_rows[p] * out_row_bytes;
+    recv.options.dtype = zw::DataType::kUInt8;
+    recv.options.peer = p;
+    zw::P2POp send{zw::P2PKind::kSend, launch.options(opts.timeout)};
+    send.options.input = mem(input).slice(in_off * in_row_bytes, in_rows[p] * in_row_bytes);
+    send.options.count = in_rows[p] * in_row_bytes;
+    send.options.dtype = zw::DataType::kUInt8;
+    send.options.peer = p;
+    ops.push_back(recv);
+    ops.push_back(send);
+    in_off += in_rows[p];
+    out_off += out_rows[p];
+  }
+  return ops;
+}
+
+c10::intrusive_ptr<c10d::Work> ZwBackend::point_to_point(zw::P2PKind kind, std::vector<at::Tensor>& tensors,
+                                                         int peer) {
+  const char* op = kind == zw::P2PKind::kSend ? "send" : "recv";
+  at::Tensor& t = single(op, tensors);
+  TORCH_CHECK_VALUE(peer >= 0 && peer < getSize(), "zerowire ", op, ": peer rank ", peer, " is outside 0..",
+                    getSize() - 1);
+  Payload p = move_payload(t);
+  Launch launch(*this, kind == zw::P2PKind::kSend ? c10d::OpType::SEND : c10d::OpType::RECV, op, t);
+  zw::P2POp p2p{kind, launch.options(std::chrono::milliseconds(0))};
+  (kind == zw::P2PKind::kSend ? p2p.options.input : p2p.options.output) = mem(t);
+  p2p.options.count = p.count;
+  p2p.options.dtype = p.dtype;
+  p2p.options.peer = peer;
+  if (coalescing_) {
+    // Posted together at endCoalescing (batch_isend_irecv): a send may wait for its receive, so exchanges in both
+    // directions must be one zerowire batch.
+    p2p_.ops.push_back(p2p);
+    p2p_.tensors.push_back(t);
+    return launch.defer(p2p_.deferred);
+  }
+  launch.issue(kind == zw::P2PKind::kSend ? zw::send : zw::recv, p2p.options);
+  launch.keep(t);
+  launch.output(t);
+  return launch.finish();
 }
 
 c10::intrusive_ptr<c10d::Work> ZwBackend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "zerowire send: not in this build (zerowire's send/recv is not available yet)");
+  return point_to_point(zw::P2PKind::kSend, tensors, dst);
 }
 
 c10::intrusive_ptr<c10d::Work> ZwBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "zerowire recv: not in this build (zerowire's send/recv is not available yet)");
+  return point_to_point(zw::P2PKind::kRecv, tensors, src);
 }
 
 }  // namespace zwt

@@ -73,6 +73,14 @@ void ZwWork::settle(const zw::Status& status) {
   });
 }
 
+void ZwWork::attach(c10::intrusive_ptr<ZwWork> batch) {
+  parts_.members.push_back(std::move(batch));
+  if (parts_.cuda) {
+    parts_.done.emplace(c10::DeviceType::CUDA);
+    parts_.done->record(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(*parts_.cuda));
+  }
+}
+
 bool ZwWork::isCompleted() {
   if (settled_flag_) return true;
   for (auto& m : parts_.members)
@@ -178,14 +186,16 @@ void ZwWork::wait_quietly(const std::atomic<bool>& stop) {
 Completer::~Completer() { stop(); }
 
 void Completer::add(c10::intrusive_ptr<ZwWork> work) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (stop_) {
-    work->wait_quietly(stop_);
-    return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!stop_) {
+      if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+      queue_.push_back(std::move(work));
+      cv_.notify_one();
+      return;
+    }
   }
-  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
-  queue_.push_back(std::move(work));
-  cv_.notify_one();
+  work->wait_quietly(stop_);  // stopped: settles it with an error at once
 }
 
 void Completer::loop() {

@@ -57,6 +57,8 @@ class ZwWork final : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   uint64_t getSequencenumber() const override { return seq_; }
 
+  // Makes this (deferred, empty) work complete with `batch` (ZwBackend::flush_p2p; before anyone waits on it).
+  void attach(c10::intrusive_ptr<ZwWork> batch);
   // Waits (host) for every operation and settles the work; never throws (the Completer's call). `stop` is polled.
   void wait_quietly(const std::atomic<bool>& stop);
   const std::string& op() const { return op_; }

@@ -6,7 +6,9 @@ a size sweep (2 .. 262147 elements, across zerowire's eager/tree/ring thresholds
 the data-movement operations (moved as bytes). Cases alternate sync/async (wait() and get_future().wait()) and
 in-place/out-of-place. Inputs are small integers, so every sum, product, min and max is exact in every dtype and
 the comparison is exact; averages and pre-multiplied sums by 1/3 compare within the dtype's rounding (RTOL).
-The reference is Gloo's all_reduce / all_gather / broadcast on the inputs widened to float64 or int64 (exact for
+all_to_all_single (equal blocks and split sizes), batch_isend_irecv (a ring exchange) and send/recv run for
+every dtype and size too.
+The reference is Gloo's all_reduce / all_gather / broadcast / all_to_all (on host copies) on the inputs widened to float64 or int64 (exact for
 these values; Gloo lacks AVG and PREMUL_SUM, and some reductions for 16-bit floats), cast back to the dtype.
 """
 import sys
@@ -51,6 +53,7 @@ class Matrix:
     # --- references through Gloo -------------------------------------------------------------------------------
     def ref_reduce(self, x, op, factor=None):
         c = self.ctx
+        x = x.cpu()  # Gloo runs on host copies (CUDA tensors too)
         t = x.to(wide(x.dtype))
         if factor is not None:
             t = (x * factor).to(x.dtype).to(t.dtype)
@@ -62,6 +65,7 @@ class Matrix:
 
     def ref_gather(self, x):
         c = self.ctx
+        x = x.cpu()
         parts = [torch.empty_like(x) for _ in range(c.world)]
         dist.all_gather(parts, x, group=c.gloo)
         return torch.cat([p.reshape(-1) for p in parts])
@@ -92,7 +96,7 @@ class Matrix:
         x = values((n,), dtype, ("bc", self.case), c.rank, device=c.device)
         t = x.clone()
         self.wait(dist.broadcast(t, src=root, group=c.zw, async_op=a), [t])
-        want = x.clone()
+        want = x.cpu().clone()
         dist.broadcast(want, src=root, group=c.gloo)
         self.expect(f"broadcast root={root} {dtype} n={n} async={a}", t, want)
 
@@ -174,6 +178,43 @@ class Matrix:
         for i, (t, x) in enumerate(zip(ts, xs)):
             self.expect(f"all_reduce_coalesced[{i}] {dtype} n={n} async={a}", t, self.ref_reduce(x, "sum"))
 
+    def all_to_all(self, dtype, n, uneven):
+        """all_to_all_single: equal blocks (zerowire's all_to_all), or split sizes (a send/recv batch)."""
+        c, a = self.ctx, self.case % 2 == 1
+        if uneven:
+            in_splits = [(c.rank + p) % 3 + n % 2 for p in range(c.world)]
+            out_splits = [(p + c.rank) % 3 + n % 2 for p in range(c.world)]  # what rank p sends here
+            x = values((sum(in_splits), 3), dtype, ("a2a", self.case), c.rank, device=c.device)
+            out = torch.full((sum(out_splits), 3), 7, dtype=dtype, device=c.device)
+        else:
+            in_splits = out_splits = None
+            x = values((n * c.world,), dtype, ("a2a", self.case), c.rank, device=c.device)
+            out = torch.full_like(x, 7)
+        self.wait(dist.all_to_all_single(out, x, out_splits, in_splits, group=c.zw, async_op=a), [out])
+        want = torch.empty_like(out, device="cpu")
+        dist.all_to_all_single(want, x.cpu(), out_splits, in_splits, group=c.gloo)
+        self.expect(f"all_to_all_single {dtype} n={n} uneven={uneven} async={a}", out, want)
+
+    def p2p(self, dtype, n):
+        """A ring exchange in one batch_isend_irecv (both directions at once), then plain send/recv from rank 0."""
+        c = self.ctx
+        right, left = (c.rank + 1) % c.world, (c.rank - 1) % c.world
+        x = values((n,), dtype, ("p2p", self.case), c.rank, device=c.device)
+        got = torch.full_like(x, 7)
+        ops = [dist.P2POp(dist.isend, x, right, group=c.zw), dist.P2POp(dist.irecv, got, left, group=c.zw)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        self.expect(f"batch_isend_irecv ring {dtype} n={n}", got,
+                    values((n,), dtype, ("p2p", self.case), left, device=c.device))
+        if c.rank == 0:
+            for p in range(1, c.world):
+                dist.send(x, p, group=c.zw)
+        else:
+            got = torch.full_like(x, 7)
+            dist.recv(got, 0, group=c.zw)
+            self.expect(f"send/recv from 0 {dtype} n={n}", got,
+                        values((n,), dtype, ("p2p", self.case), 0, device=c.device))
+
     def refused(self):
         """What zerowire cannot do raises on the calling rank, before anything is sent; the group stays usable."""
         c = self.ctx
@@ -207,6 +248,9 @@ class Matrix:
                 yield self.reduce_scatter, (dtype, n, "sum")
                 for op in ("sum", "max") + (("avg", "premul") if floating else ()):
                     yield self.reduce_scatter_tensor, (dtype, n, op) + ((0.5,) if op == "premul" else ())
+                yield self.all_to_all, (dtype, n, False)
+                yield self.all_to_all, (dtype, n, True)
+                yield self.p2p, (dtype, n)
         for dtype in (torch.int8, torch.bool):
             for n in (0, 7, 1031):
                 yield self.broadcast, (dtype, n)

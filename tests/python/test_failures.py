@@ -3,8 +3,9 @@
                   host, within the group's timeout;
   stuck peer    - a rank does not join; the others raise within the group's timeout, naming it;
   mismatch      - ranks issue different collectives (op, size, dtype): every rank raises, naming the ranks;
-  bad arguments - wrong output size, mixed dtypes, non-contiguous or non-CPU/CUDA tensors raise ValueError on
-                  the calling rank before anything is sent, and the group stays usable.
+  bad arguments - wrong sizes, list lengths, mixed dtypes or devices (where there is a GPU), non-contiguous
+                  tensors raise ValueError from zerowire on the calling rank before anything is sent, and the
+                  group stays usable.
 python test_failures.py --case dead|stuck|mismatch|badargs
 """
 import datetime
@@ -89,14 +90,17 @@ def badargs(ctx):
     cases = {
         "wrong output size": lambda: dist.all_gather_into_tensor(torch.empty(8 * ctx.world + 1), x),
         "wrong input size": lambda: dist.reduce_scatter_tensor(torch.empty(8), torch.ones(8 * ctx.world - 1)),
-        "mixed dtypes": lambda: dist.all_gather([torch.empty(8) for _ in range(ctx.world - 1)] +
+        "mixed dtypes (list; torch's own check)": lambda: dist.all_gather([torch.empty(8) for _ in range(ctx.world - 1)] +
                                                 [torch.empty(8, dtype=torch.float64)], x),
         "non-contiguous": lambda: dist.all_reduce(torch.ones(16)[::2]),
-        "meta device": lambda: dist.all_reduce(torch.ones(8, device="meta")),
+        "mixed dtypes (tensor)": lambda: dist.all_gather_into_tensor(torch.empty(8 * ctx.world, dtype=torch.float64),
+                                                                    x),
         "wrong list length": lambda: dist.all_gather([torch.empty(8)], x),
     }
+    if torch.cuda.is_available():
+        cases["mixed devices"] = lambda: dist.all_gather_into_tensor(torch.empty(8 * ctx.world, device="cuda"), x)
     for name, call in cases.items():
-        expect_raises(name, call)
+        expect_raises(name, call, *(() if "torch's own" in name else ("zerowire",)))
     t = torch.full((8,), float(ctx.rank))
     dist.all_reduce(t)  # nothing was sent by the refused calls: the group still works
     want = float(sum(range(ctx.world)))

@@ -3,8 +3,9 @@
          goes through Work.get_future()), SGD for 8 steps: every parameter equal to Gloo's within 1e-6.
   fsdp - FSDP2 (fully_shard per block and at the root) of a small GPT, AdamW for 6 steps: the loss of every step
          within 1e-5 (relative) of Gloo's and the parameters within 1e-5. zerowire reduces gradients with AVG
-         (FSDP2's default for float32), or with PREMUL_SUM after set_gradient_divide_factor; Gloo has neither,
-         so its run sums and divides (set_force_sum_reduction_for_comms).
+         (FSDP2's default for float32), or with PREMUL_SUM after set_gradient_divide_factor(3) (then within 1e-4:
+         pre-multiplying rounds differently from Gloo's sum-then-divide); Gloo has neither, so its run sums and
+         divides (set_force_sum_reduction_for_comms).
 python test_training.py --case ddp|fsdp [--world N] [--device cuda]
 On CUDA (2 processes sharing one GPU) the fsdp case trains a GPT-2-small-like model (12 layers, 768 wide).
 """
@@ -108,7 +109,9 @@ def fsdp(ctx, divide_factor):
             losses.append(loss.item())
     zl, gl = runs[0][2], runs[1][2]
     rel = max(abs(a - b) / abs(b) for a, b in zip(zl, gl))
-    tol = 1e-4 if big else 1e-5
+    # Pre-multiplying (zerowire's PREMUL_SUM) and dividing after the sum (Gloo) round differently, and Adam's
+    # normalisation magnifies the difference for gradients near zero: that run gets 1e-4.
+    tol = 1e-4 if big or divide_factor else 1e-5
     assert rel <= tol, f"rank {ctx.rank}: FSDP2 losses differ from Gloo's: {zl} vs {gl}"
     diff = max_diff([p.full_tensor() for p in runs[0][0].parameters()],
                     [p.full_tensor() for p in runs[1][0].parameters()])
