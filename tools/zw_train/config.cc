@@ -4,6 +4,7 @@
 #include "zw_train/config.h"
 
 #include "tensor/cuda_context.h"
+#include "zerowire/bootstrap.h"
 #include "zw_train/data.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);  // OpenBLAS extension (cblas.h of libopenblas)
@@ -46,6 +47,12 @@ Result<Placement> resolve_placement(const TrainConfig& c) {
     return Status(Code::kInvalidArgument, "--dtype " + d + " needs --device cuda; the CPU path computes in fp32");
   p.dtype = d == "bf16" ? DataType::kBFloat16 : d == "fp16" ? DataType::kFloat16 : DataType::kFloat32;
   p.loss_scaling = d == "fp16";
+  // Under a launcher (zwrun, torchrun, Slurm, Open MPI) each process takes GPU local_rank % GPUs: one process per GPU
+  // where there are enough, several sharing one where there are not (zerowire's collectives allow that).
+  if (cuda) {
+    Result<RankInfo> info = discover_rank_from_environment();
+    p.cuda_device = info.ok() && gpus > 0 ? info->local_rank % gpus : 0;
+  }
   return p;
 }
 

@@ -53,6 +53,7 @@ struct Placement {
   MemKind device = MemKind::kHost;      // where the model runs
   DataType dtype = DataType::kFloat32;  // compute dtype
   bool loss_scaling = false;            // fp16: dynamic loss scaling
+  int cuda_device = 0;                  // CUDA: local rank modulo the visible GPUs (one process per GPU)
 };
 // "auto" picks cuda when a CUDA device is visible (and this build has CUDA); a cuda request without one, or a
 // dtype the device cannot compute in, is kInvalidArgument naming the flag.

@@ -70,7 +70,9 @@ Status Trainer::init(
   ZW_ASSIGN_OR_RETURN(data_, Dataset::create(std::move(tokens), c_.model.max_seq_len, c_.model.vocab_size));
   ZW_ASSIGN_OR_RETURN(layout_, model::make_gpt_layout(c_.model));
   if (place_.device == MemKind::kCudaDevice) {
-    ZW_ASSIGN_OR_RETURN(cuda_, tensor::CudaContext::create());
+    tensor::CudaContextOptions co;
+    co.device = place_.cuda_device;
+    ZW_ASSIGN_OR_RETURN(cuda_, tensor::CudaContext::create(co));
     scope_ = std::make_unique<tensor::CudaScope>(*cuda_);
   }
   ZW_ASSIGN_OR_RETURN(strategy_, make_strategy(layout_, cuda_.get()));
