@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <map>
 #include <regex>
 #include <thread>
@@ -129,6 +130,24 @@ TEST_F(ZwrunTest, ReportsASignalDeath) {
       r.err,
       std::regex(R"(zwrun: rank 1 \(pid \d+\) was killed by signal 9 \(SIGKILL\); stopping the other 2 ranks\n)")))
       << r.err;
+}
+
+// A rank killed by SIGKILL, whose peers then exit with an error the moment they see it dead: zwrun names the killed
+// rank and reports the signal (it used to blame a survivor with a lower rank, which had exited with code 3, and exit
+// 3 itself). Survivors ranks 0-2 are lower than the victim, so reporting in rank order would blame rank 0.
+TEST_F(ZwrunTest, AKilledRankIsBlamedNotTheSurvivorsItTookDown) {
+  for (int trial = 0; trial < 5; ++trial) {
+    char dir_template[] = "/tmp/zwrun-cascade-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir_template), nullptr);
+    CommandResult r = zwrun("-n 4 " + kHelper + " cascade " + std::string(dir_template) + " 3");
+    std::remove((std::string(dir_template) + "/victim").c_str());
+    ::rmdir(dir_template);
+    EXPECT_EQ(r.exit_code, 128 + 9) << "trial " << trial << "\n" << r.err;
+    EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(zwrun: rank 3 \(pid \d+\) was killed by signal 9 \(SIGKILL\))")))
+        << "trial " << trial << "\n" << r.err;
+    EXPECT_FALSE(std::regex_search(r.err, std::regex(R"(zwrun: rank [0-2] \(pid \d+\) exited)")))
+        << "trial " << trial << "\n" << r.err;
+  }
 }
 
 TEST_F(ZwrunTest, ProgramThatCannotBeExecutedIsAClearError) {

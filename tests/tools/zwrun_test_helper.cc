@@ -5,6 +5,9 @@
 //   exit CODE RANK       rank RANK says "rank R fails now" on stderr and exits with CODE after 100 ms; every
 //                        other rank sleeps 60 s
 //   signal SIG RANK      the same, but rank RANK kills itself with SIG
+//   cascade DIR RANK     rank RANK writes its pid to DIR/victim and kills itself with SIGKILL; every other rank
+//                        waits until that process is dead (a zombie or gone), says "lost rank RANK" and exits 3 at
+//                        once — how real ranks fail after a peer dies
 //   sleep SECONDS        sleeps
 //   partial TEXT         writes TEXT without a newline and exits
 //   lines COUNT          writes COUNT long lines "<rank>:<i>:xxx..." as fast as it can
@@ -57,6 +60,44 @@ int one_rank_fails(bool by_signal, int value, int failing_rank) {
   std::fprintf(stderr, "rank %d fails now\n", failing_rank);
   if (by_signal) ::kill(::getpid(), value);
   return value;
+}
+
+// Whether process `pid` has died (a zombie waiting to be reaped, or gone).
+bool dead(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return true;
+  int got_pid = 0;
+  char comm[256] = {}, state = 0;
+  const int n = std::fscanf(f, "%d %255s %c", &got_pid, comm, &state);
+  std::fclose(f);
+  return n == 3 && (state == 'Z' || state == 'X');
+}
+
+int cascade(const std::string& dir, int victim) {
+  const std::string path = dir + "/victim";
+  if (rank() == victim) {
+    sleep_s(0.1);
+    const std::string tmp = path + ".tmp";
+    if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+      std::fprintf(f, "%d\n", static_cast<int>(::getpid()));
+      std::fclose(f);
+      std::rename(tmp.c_str(), path.c_str());
+    }
+    ::kill(::getpid(), SIGKILL);
+  }
+  int pid = 0;
+  for (int i = 0; i < 20000 && pid == 0; ++i) {  // up to 20 s
+    if (FILE* f = std::fopen(path.c_str(), "r")) {
+      if (std::fscanf(f, "%d", &pid) != 1) pid = 0;
+      std::fclose(f);
+    }
+    if (pid == 0) sleep_s(0.001);
+  }
+  while (pid != 0 && !dead(pid)) sleep_s(0.0002);
+  std::fprintf(stderr, "rank %d: lost rank %d\n", rank(), victim);
+  return 3;
 }
 
 int many_lines(long count) {
@@ -118,6 +159,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "lines" && argc == 3) return many_lines(std::atol(argv[2]));
+  if (mode == "cascade" && argc == 4) return cascade(argv[2], std::atoi(argv[3]));
   if (mode == "trap" && argc == 3) return trap_term(argv[2]);
   if (mode == "store") return meet_through_store();
   std::fprintf(stderr, "zwrun_test_helper: unknown mode; see the file header for usage\n");

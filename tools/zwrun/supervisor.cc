@@ -9,8 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace zw::zwrun {
 namespace {
@@ -92,13 +95,19 @@ int Supervisor::exit_code() const {
   return 0;
 }
 
+// Collects every rank that has exited, then reports deaths by a signal before error exits: when a rank is killed
+// (SIGKILL, OOM) its peers soon fail with an error naming it, and by the time one of those exits is seen the killed
+// rank is already a zombie — reported in rank order, a survivor with a lower rank would be blamed for the job.
 void Supervisor::reap() {
+  std::vector<std::pair<Rank*, int>> exited;
   for (auto& rank : ranks_) {
     if (!rank->alive) continue;
     int wait_status = 0;
     pid_t pid = ::waitpid(rank->proc.pid, &wait_status, WNOHANG);
-    if (pid == rank->proc.pid) on_rank_exit(*rank, wait_status);
+    if (pid == rank->proc.pid) exited.emplace_back(rank.get(), wait_status);
   }
+  std::stable_partition(exited.begin(), exited.end(), [](const auto& e) { return WIFSIGNALED(e.second); });
+  for (auto& [rank, wait_status] : exited) on_rank_exit(*rank, wait_status);
 }
 
 void Supervisor::on_rank_exit(Rank& rank, int wait_status) {
