@@ -25,6 +25,7 @@
 
 #include "model/gpt_layout.h"
 #include "zero/checkpoint/checkpoint.h"
+#include "zero/checkpoint/checkpoint_io.h"
 #include "zero/engine/engine.h"
 #include "zero/engine/engine_params.h"
 #include "zw_train/sample.h"
@@ -154,15 +155,9 @@ Status ZeroStrategy::save(const std::string& out_dir, int64_t step, const nlohma
     const std::string dir = root(out_dir) + "/" + tag;
     ZW_TRY(zero::consolidate_checkpoint(dir, dir + "/model.safetensors", dtype, /*verify=*/false));
   }
-  std::ofstream(root(out_dir) + "/" + kZeroModelFile) << client.at("model").dump() << "\n";
-  const std::string tmp = root(out_dir) + "/latest.tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr) return system_error("cannot write " + tmp, errno);
-  const bool ok = std::fputs(tag.c_str(), f) >= 0 && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
-  std::fclose(f);
-  std::error_code ec;
-  if (ok) std::filesystem::rename(tmp, root(out_dir) + "/latest", ec);
-  if (!ok || ec) return Status(Code::kSystem, "cannot publish " + root(out_dir) + "/latest: " + ec.message());
+  // Both small files are replaced atomically (temp file, fsync, rename): a crash mid-save leaves the old ones.
+  ZW_TRY(zero::write_file_atomic(root(out_dir) + "/" + kZeroModelFile, client.at("model").dump() + "\n").status());
+  ZW_TRY(zero::write_file_atomic(root(out_dir) + "/latest", tag).status());
   return Status();
 }
 

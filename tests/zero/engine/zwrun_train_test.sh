@@ -48,6 +48,18 @@ echo '{"train_batch_size":8,"gradient_accumulation_steps":2,"zero_optimization":
 "$ZW_TRAIN" "${TINY[@]}" --batch 8 --steps 5 --quiet --out-dir "$WORK/fp32_ref"
 close "$(losses "$WORK/fp32/metrics.jsonl")" "$(losses "$WORK/fp32_ref/metrics.jsonl")" 1e-4 5 || fail "fp32 curve"
 
+# model.json and latest are replaced atomically on every save (they used to be rewritten in place: a crash mid-save
+# could leave a torn model.json): a hard link to the old files keeps the old contents, the names get new inodes.
+ln "$WORK/fp32/ckpt_zero/model.json" "$WORK/model.json.before"
+ln "$WORK/fp32/ckpt_zero/latest" "$WORK/latest.before"
+"$ZWRUN" -n 2 --transport tcp --timeout 200 -- "$ZW_TRAIN" "${TINY[@]}" --steps 6 --quiet --out-dir "$WORK/fp32" \
+    --deepspeed_config "$WORK/fp32.json" --resume || fail "fp32 resume"
+[ "$(stat -c %i "$WORK/fp32/ckpt_zero/model.json")" != "$(stat -c %i "$WORK/model.json.before")" ] \
+    || fail "model.json was rewritten in place, not replaced"
+[ "$(stat -c %i "$WORK/fp32/ckpt_zero/latest")" != "$(stat -c %i "$WORK/latest.before")" ] \
+    || fail "latest was rewritten in place, not replaced"
+[ "$(cat "$WORK/fp32/ckpt_zero/latest")" = global_step6 ] || fail "latest names $(cat "$WORK/fp32/ckpt_zero/latest")"
+
 # (3) a batch that 3 ranks cannot share is refused by the config parser, naming the world size source.
 echo '{"train_batch_size":8,"zero_optimization":{"stage":3}}' >"$WORK/bad.json"
 if "$ZWRUN" -n 3 --timeout 100 -- "$ZW_TRAIN" "${TINY[@]}" --steps 1 --quiet --out-dir "$WORK/bad" \
