@@ -14,22 +14,16 @@
 namespace zw::zero {
 namespace {
 
-// Keys the parser accepts (DeepSpeed has them) that this engine does not act on: set explicitly to anything but the
-// behaviour the engine has, they are an error rather than silently ignored. offload_param and offload_optimizer
-// need no check: the parser refuses "nvme", and "cpu" and "none" both mean host memory here (engine.h).
+// Switches the engine has one behaviour for. The parser accepts DeepSpeed's other values with a note and leaves these
+// fields at the engine's behaviour (zero/config/config_policy.cc), so only a config built in code trips this.
+// offload_param and offload_optimizer need no check: the parser refuses "nvme", and "cpu" and "none" both mean
+// host memory here (engine.h).
 Status check_implemented(const ZeroConfig& config) {
   const ZeroOptimizationConfig& z = config.zero;
-  auto set = [&](const char* key) { return config.explicit_keys.count(std::string("zero_optimization.") + key) > 0; };
   auto refuse = [](const std::string& key, const std::string& why) {
     return Status(Code::kUnsupported, "zero_optimization." + key + " is parsed but not implemented by the ZeRO-3 "
                                           "engine (" + why + "); remove it from the config");
   };
-  if (set("stage3_model_persistence_threshold"))
-    return refuse("stage3_model_persistence_threshold", "only stage3_param_persistence_threshold is applied");
-  if (set("allgather_bucket_size")) return refuse("allgather_bucket_size", "gathers are bucketed by "
-                                                                           "stage3_prefetch_bucket_size");
-  if (set("stage3_gather_16bit_weights_on_model_save") && z.gather_16bit_weights_on_model_save)
-    return refuse("stage3_gather_16bit_weights_on_model_save", "use tools/zw_consolidate --dtype bf16|f16");
   if (!z.allgather_partitions) return refuse("allgather_partitions = false", "partitions are all-gathered");
   if (!z.reduce_scatter) return refuse("reduce_scatter = false", "gradients are reduce-scattered");
   if (!z.contiguous_gradients) return refuse("contiguous_gradients = false", "gradients are contiguous per unit");
