@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/log.h"
+#include "zero/cuda_device_guard.h"
 #include "zero/offload/offload_pipeline.h"
 
 namespace zw::zero {
@@ -25,25 +26,6 @@ Status cuda_ok(cudaError_t err, const std::string& what) {
   return Status(Code::kSystem,
                 "offload pipeline: " + what + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
 }
-
-// Makes `device` current for the guard's lifetime.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&previous_) == cudaSuccess && previous_ != device && cudaSetDevice(device) == cudaSuccess) {
-      restore_ = true;
-    }
-  }
-  ~DeviceGuard() {
-    if (restore_) cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = -1;
-  bool restore_ = false;
-};
 
 class CudaTileCopier final : public TileCopier {
  public:

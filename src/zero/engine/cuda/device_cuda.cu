@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cuda/element_cuda.cuh"
+#include "zero/cuda_device_guard.h"
 #include "zero/engine/device.h"
 
 namespace zw::zero {
@@ -26,23 +27,6 @@ Status cuda_ok(cudaError_t err, const std::string& what) {
   return Status(Code::kSystem,
                 "zero engine (device): " + what + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
 }
-
-class DeviceGuard {  // makes `device` current for the guard's lifetime
- public:
-  explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&previous_) == cudaSuccess && previous_ != device && cudaSetDevice(device) == cudaSuccess)
-      restore_ = true;
-  }
-  ~DeviceGuard() {
-    if (restore_) cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = -1;
-  bool restore_ = false;
-};
 
 template <DataType D>
 __global__ void pack_kernel(const float* src, int64_t src_stride, int64_t n, float scale,
