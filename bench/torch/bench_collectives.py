@@ -4,8 +4,8 @@
 
 Every process joins two groups over the same ranks, zerowire (the default group) and Gloo. For each operation
 (all_gather_into_tensor and reduce_scatter_tensor out of place, all_reduce in place; float32, sum) and size, the two backends
-take turns: `reps` rounds of [zerowire block, Gloo block], each block a barrier and `iters` back-to-back blocking
-calls. A block's time is the mean per call, averaged over ranks (nccl-tests' convention, as zw_*_perf prints it);
+take turns: `reps` rounds of [zerowire block, Gloo block], each block a barrier, one untimed call, a barrier and
+`iters` (10-200, about 64 MiB) back-to-back blocking calls. A block's time is the mean per call, averaged over ranks (nccl-tests' convention, as zw_*_perf prints it);
 the table shows each backend's median over rounds with the spread (min-max) and the ratio Gloo/zerowire. Sizes are
 nccl-tests' bytes: the output of all_gather, the input of reduce_scatter, the buffer of all_reduce. Buffers are
 allocated once per size and the results of one call per size are checked against Gloo's before timing.
@@ -60,6 +60,8 @@ def call(op, inp, out, group):
 
 def block(op, inp, out, group, iters, gloo):
     dist.barrier(group=group)
+    call(op, inp, out, group)  # untimed: the first call after the other backend's block
+    dist.barrier(group=group)
     t0 = time.perf_counter()
     for _ in range(iters):
         call(op, inp, out, group)
@@ -92,7 +94,7 @@ def worker(rank, world, port, args):
             call(op, inp, out, zw)
             assert torch.equal(out, ref), f"{op} {nbytes}: zerowire's result differs from Gloo's"
             out.zero_()
-            iters = max(2, min(200, (16 << 20) // max(nbytes, 1)))
+            iters = max(10, min(200, (64 << 20) // max(nbytes, 1)))
             zt, gt = [], []
             for _ in range(args.reps):
                 zt.append(block(op, inp, out, zw, iters, gloo))

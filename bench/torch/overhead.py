@@ -15,6 +15,8 @@ def perf_table(path):
     times = {}
     for line in open(path):
         tok = line.split()
+        if tok and tok[0].startswith("[") and tok[0].endswith("]"):
+            tok = tok[1:]  # zwrun's rank prefix
         if len(tok) > 6 and tok[0].isdigit():
             times[int(tok[0])] = float(tok[5])
     return times

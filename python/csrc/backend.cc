@@ -33,11 +33,16 @@ void Launch::add(zw::Result<zw::Work> work) {
   parts_.works.push_back(std::move(work.value()));
 }
 
-void Launch::issue(zw::Result<zw::Work> (*fn)(zw::Communicator&, const zw::CollectiveOptions&),
-                   const zw::CollectiveOptions& options) {
+zw::Result<zw::Work> Launch::call(zw::Result<zw::Work> (*fn)(zw::Communicator&, const zw::CollectiveOptions&),
+                                  const zw::CollectiveOptions& options) {
   std::optional<c10::DeviceGuard> guard;
   if (parts_.cuda) guard.emplace(*parts_.cuda);
-  add(fn(backend_.comm(), options));
+  return fn(backend_.comm(), options);
+}
+
+void Launch::issue(zw::Result<zw::Work> (*fn)(zw::Communicator&, const zw::CollectiveOptions&),
+                   const zw::CollectiveOptions& options) {
+  add(call(fn, options));
 }
 
 void Launch::then(std::function<void()> step) {

@@ -41,6 +41,9 @@ class Launch {
   // Issues one zerowire operation; raises (ValueError, ...) when zerowire refuses it.
   void issue(zw::Result<zw::Work> (*fn)(zw::Communicator&, const zw::CollectiveOptions&),
              const zw::CollectiveOptions& options);
+  // Calls one zerowire operation (on the tensors' device) and returns its result without raising.
+  zw::Result<zw::Work> call(zw::Result<zw::Work> (*fn)(zw::Communicator&, const zw::CollectiveOptions&),
+                            const zw::CollectiveOptions& options);
   void add(zw::Result<zw::Work> work);
   void keep(const at::Tensor& t) { parts_.keep.push_back(t); }
   void output(const at::Tensor& t) { parts_.outputs.push_back(t); }

@@ -36,7 +36,7 @@ at::Tensor premultiplied(const at::Tensor& input, const Reduction& r) {
 }
 
 // Issues a reduction whose output, count and dtype are set in `o`, reading `input`.
-void issue_reduction(ZwBackend& backend, Launch& launch, CollFn fn, zw::CollectiveOptions o, const Reduction& r,
+void issue_reduction(Launch& launch, CollFn fn, zw::CollectiveOptions o, const Reduction& r,
                      const at::Tensor& input) {
   o.op = r.op;
   o.input = mem(input);
@@ -46,7 +46,7 @@ void issue_reduction(ZwBackend& backend, Launch& launch, CollFn fn, zw::Collecti
   }
   if (launch.cuda() && !r.factor) {
     o.premul = r.premul;
-    zw::Result<zw::Work> work = fn(backend.comm(), o);
+    zw::Result<zw::Work> work = launch.call(fn, o);
     if (work.ok() || work.status().code() != zw::Code::kUnsupported) {
       launch.add(std::move(work));
       return;
@@ -99,7 +99,7 @@ c10::intrusive_ptr<c10d::Work> ZwBackend::reduce_one(c10d::OpType type, const ch
   o.count = p.count;
   o.dtype = p.dtype;
   o.root = root;
-  issue_reduction(*this, launch, type == c10d::OpType::REDUCE ? zw::reduce : zw::all_reduce, o, r, t);
+  issue_reduction(launch, type == c10d::OpType::REDUCE ? zw::reduce : zw::all_reduce, o, r, t);
   launch.keep(t);
   launch.output(t);
   return launch.finish();
@@ -137,7 +137,7 @@ c10::intrusive_ptr<c10d::Work> ZwBackend::allreduce_coalesced(std::vector<at::Te
     o.output = mem(tensors[i]);
     o.count = payloads[i].count;
     o.dtype = payloads[i].dtype;
-    issue_reduction(*this, launch, zw::all_reduce, o, reductions[i], tensors[i]);
+    issue_reduction(launch, zw::all_reduce, o, reductions[i], tensors[i]);
     launch.keep(tensors[i]);
     launch.output(tensors[i]);
   }
@@ -230,7 +230,7 @@ c10::intrusive_ptr<c10d::Work> ZwBackend::reduce_scatter(std::vector<at::Tensor>
   o.output = mem(out);
   o.count = p.count;
   o.dtype = p.dtype;
-  issue_reduction(*this, launch, zw::reduce_scatter, o, r, flat);
+  issue_reduction(launch, zw::reduce_scatter, o, r, flat);
   launch.keep(flat);
   launch.keep(out);
   launch.output(out);
@@ -264,7 +264,7 @@ c10::intrusive_ptr<c10d::Work> ZwBackend::reduce_scatter_tensor_coalesced(std::v
     o.output = mem(outputs[i]);
     o.count = payloads[i].count;
     o.dtype = payloads[i].dtype;
-    issue_reduction(*this, launch, zw::reduce_scatter, o, reductions[i], inputs[i]);
+    issue_reduction(launch, zw::reduce_scatter, o, reductions[i], inputs[i]);
     launch.keep(inputs[i]);
     launch.keep(outputs[i]);
     launch.output(outputs[i]);

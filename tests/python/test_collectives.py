@@ -1,7 +1,8 @@
 """The collectives matrix: every torch.distributed operation the zerowire backend maps, against Gloo's results on
 the same inputs, in real processes (python test_collectives.py --world N [--device cuda]).
 
-Coverage is chosen to stay quick on two cores: every operation x every dtype at sizes 0, 1, 7 (odd) and 1031;
+--part collectives|p2p runs the cases without / with zerowire's point-to-point batches (batch_isend_irecv,
+all_to_all_single with split sizes, send/recv); the default runs both. Coverage is chosen to stay quick on two cores: every operation x every dtype at sizes 0, 1, 7 (odd) and 1031;
 a size sweep (2 .. 262147 elements, across zerowire's eager/tree/ring thresholds) for float32; int8/bool through
 the data-movement operations (moved as bytes). Cases alternate sync/async (wait() and get_future().wait()) and
 in-place/out-of-place. Inputs are small integers, so every sum, product, min and max is exact in every dtype and
@@ -267,9 +268,17 @@ class Matrix:
         yield self.refused, ()
 
 
-def matrix(ctx):
+# Cases that go through zerowire's point-to-point batches (send_recv): their own CTest entries (torch_p2p_n*).
+P2P_CASES = ("p2p", "all_to_all_uneven")
+
+
+def matrix(ctx, part="all"):
     m = Matrix(ctx)
     for fn, args in m.plan():
+        name = fn.__name__ + ("_uneven" if fn.__name__ == "all_to_all" and args[2] else "")
+        if (part == "p2p") != (name in P2P_CASES) and part != "all":
+            m.case += 1
+            continue
         fn(*args)
         m.case += 1
     for _ in range(3):
@@ -279,4 +288,5 @@ def matrix(ctx):
 
 if __name__ == "__main__":
     device = "cuda" if "--device" in sys.argv and sys.argv[sys.argv.index("--device") + 1] == "cuda" else "cpu"
-    run(main_world(), matrix, device=device, timeout_s=120)
+    part = sys.argv[sys.argv.index("--part") + 1] if "--part" in sys.argv else "all"  # all | collectives | p2p
+    run(main_world(), matrix, part, device=device, timeout_s=120)
