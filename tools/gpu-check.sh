@@ -342,9 +342,12 @@ stage_torch() {
     --upgrade --target "$site" "$ROOT/python" >"$LOG/torch_pip.log" 2>&1 ||
     { worst=1; echo "   pip install ./python FAILED:"; tail -15 "$LOG/torch_pip.log"; return 1; }
   echo "   pip install ./python: ok ($("$py" -c 'import torch; print("torch", torch.__version__)'))"
-  bounded 200 "$py" "$ROOT/tests/python/test_collectives.py" --world 2 --device cuda >"$LOG/torch_matrix.txt" 2>&1 ||
-    { worst=1; echo "   FAILED: collectives matrix on CUDA"; }
-  tail -4 "$LOG/torch_matrix.txt" | cut -c1-240
+  local part
+  for part in collectives p2p; do
+    bounded 180 "$py" "$ROOT/tests/python/test_collectives.py" --world 2 --device cuda --part $part \
+      >"$LOG/torch_$part.txt" 2>&1 || { worst=1; echo "   FAILED: $part matrix on CUDA"; }
+    tail -4 "$LOG/torch_$part.txt" | cut -c1-240
+  done
   bounded 300 "$py" "$ROOT/tests/python/test_training.py" --case fsdp --world 2 --device cuda \
     >"$LOG/torch_fsdp2.txt" 2>&1 || { worst=1; echo "   FAILED: FSDP2 GPT-2 small on CUDA"; }
   tail -4 "$LOG/torch_fsdp2.txt" | cut -c1-240
