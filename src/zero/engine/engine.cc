@@ -352,7 +352,8 @@ Status Engine::begin_eval() {
 Status Engine::end_eval() {
   if (!in_eval_) return Status(Code::kInvalidArgument, "zero engine: end_eval without begin_eval");
   in_eval_ = false;
-  return prefetch_->end_pass();
+  ZW_TRY(prefetch_->end_pass());
+  return resolve_device_spans();
 }
 
 Status Engine::gather_unit(int unit, float* out) {

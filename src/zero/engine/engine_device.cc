@@ -139,12 +139,17 @@ Result<StepResult> Engine::step_device(double lr) {
   r.optimizer_steps = steps_;
   ZW_TRY(d_grad_.zero());  // on the compute stream, after the optimizer read it
   ZW_TRY(prefetch_->invalidate());
-  if (spans_) {  // every mark of this step has passed once both streams are idle
-    ZW_TRY(device_->synchronize(device_->comm()));
-    ZW_TRY(options_.cuda->synchronize());
-    ZW_TRY(spans_->resolve());
-  }
+  ZW_TRY(resolve_device_spans());
   return r;
+}
+
+// The timeline's device marks become times once both streams are idle (after a step, and after an evaluation pass,
+// whose spans would otherwise wait for a step that may never come).
+Status Engine::resolve_device_spans() {
+  if (!spans_) return Status();
+  ZW_TRY(device_->synchronize(device_->comm()));
+  ZW_TRY(options_.cuda->synchronize());
+  return spans_->resolve();
 }
 
 Status Engine::gather_unit_device(int unit, float* out) {
