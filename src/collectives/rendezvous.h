@@ -164,7 +164,9 @@ class Rendezvous {
   Status wait_for(int peer, const char* what, uint64_t tag, Predicate done, bool local = false);
   Status check_peer(int peer);
   // Bit 63 is clear: it marks the notifications of eager writes, which carry no meaning of their own.
-  uint64_t notify_value(uint64_t tag) const { return ((seq_ & 0x7FFFFF) << 40) | (tag & 0xFFFFFFFFFFull); }
+  uint64_t notify_value(uint64_t tag) const { return notify_value(seq_, tag); }
+  // For a message of operation `seq` (an eager message may be consumed while another transfer's seq is current).
+  static uint64_t notify_value(uint64_t seq, uint64_t tag) { return ((seq & 0x7FFFFF) << 40) | (tag & 0xFFFFFFFFFFull); }
 
   int rank_;
   transport::Transport& transport_;

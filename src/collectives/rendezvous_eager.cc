@@ -106,7 +106,9 @@ Status Rendezvous::consume_eager(int peer, const EagerArrived& a, std::byte* dst
                                      std::to_string(bytes));
   const size_t offset = (static_cast<size_t>(peer) * eager_.slots + a.slot) * eager_.bytes;
   std::memcpy(dst, inbox_.data() + offset, bytes);
-  state_[peer].notifies.push_back(notify_value(a.tag));
+  // The message's own operation number: inside a send_recv batch another transfer's number may be current here
+  // (each pair of ranks numbers its transfers), and a notify filed under it would never be found by wait_recv.
+  state_[peer].notifies.push_back(notify_value(a.seq, a.tag));
   state_[peer].owed_credits |= uint64_t{1} << a.slot;
   send_credits_if_due(peer);
   return Status();

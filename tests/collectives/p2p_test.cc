@@ -158,6 +158,55 @@ TEST(P2P, BetweenCollectivesOnlyTheTwoRanksTakePart) {
   });
 }
 
+// Every rank sends a small (eager) block to every other rank in one batch, many times, after rank 0 sent empty
+// transfers that advance only its own pairs' numbers, so the transfers of one batch carry different numbers per
+// pair. An eager block consumed while another pair's number was current used to be filed under that number and
+// never found (a rank waited for data its peer had sent: the torch backend's all_to_all_single hung at 3-4 ranks).
+TEST(P2P, AllPairsBatchesWithDifferentPairNumbers) {
+  for (const char* transport : {"shm", "tcp"}) {
+    for (int n : {3, 4}) {
+      SCOPED_TRACE(std::string(transport) + " n=" + std::to_string(n));
+      CommConfig c = config_for(transport);
+      c.timeout_s = 20;
+      run_ranks(n, c, [&, n](int r, Communicator& comm) {
+        for (int round = 0; round < 60; ++round) {
+          if (round % 3 == 0) {  // empty transfers 0 -> p: numbered on both sides, nothing moves
+            for (int p = 1; p < n; ++p) {
+              CollectiveOptions o;
+              o.count = 0;
+              o.peer = r == 0 ? p : 0;
+              if (r == 0) ASSERT_TRUE(send(comm, o).value().wait().ok());
+              if (r == p) ASSERT_TRUE(recv(comm, o).value().wait().ok());
+            }
+          }
+          std::vector<int32_t> out(size_t(3 * n)), in(size_t(3 * n), 0);
+          std::vector<P2POp> ops;
+          for (int p = 0; p < n; ++p) {
+            for (int i = 0; i < 3; ++i) out[size_t(3 * p + i)] = value(r, p, size_t(round * 3 + i));
+            P2POp s{P2PKind::kSend, {}}, v{P2PKind::kRecv, {}};
+            s.options.input = MemRef::host(&out[size_t(3 * p)], 12);
+            v.options.output = MemRef::host(&in[size_t(3 * p)], 12);
+            for (P2POp* op : {&s, &v}) {
+              op->options.count = 3;
+              op->options.dtype = DataType::kInt32;
+              op->options.peer = p;
+            }
+            ops.push_back(s);
+            ops.push_back(v);
+          }
+          auto work = send_recv(comm, ops);
+          ASSERT_TRUE(work.ok()) << work.status().to_string();
+          const Status st = work->wait();
+          ASSERT_TRUE(st.ok()) << "round " << round << ": " << st.to_string();
+          for (int p = 0; p < n; ++p)
+            for (int i = 0; i < 3; ++i)
+              ASSERT_EQ(in[size_t(3 * p + i)], value(p, r, size_t(round * 3 + i))) << "round " << round;
+        }
+      });
+    }
+  }
+}
+
 TEST(P2P, MismatchedSizesFailNamingThePeer) {
   CommConfig c = config_for("shm");
   c.timeout_s = 10;
