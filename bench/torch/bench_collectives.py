@@ -15,15 +15,15 @@ import argparse
 import datetime
 import json
 import os
-import socket
 import statistics
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 import zerowire.torch  # noqa: F401
+
+import launch  # bench/torch/launch.py (the script's own folder is on sys.path)
 
 
 def parse_size(s):
@@ -125,10 +125,7 @@ def main():
     p.add_argument("--ops", nargs="+", default=["all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce"])
     p.add_argument("--json")
     args = p.parse_args()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.start_processes(worker, args=(args.world, port, args), nprocs=args.world, start_method="fork")
+    launch.spawn(worker, args.world, args)
 
 
 if __name__ == "__main__":

@@ -12,19 +12,19 @@ import argparse
 import copy
 import datetime
 import os
-import socket
 import statistics
 import sys
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import fully_shard
 
 import zerowire.torch  # noqa: F401
+
+import launch  # bench/torch/launch.py (the script's own folder is on sys.path)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "python"))
 from test_training import GPT  # noqa: E402
@@ -86,10 +86,7 @@ def main():
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.start_processes(worker, args=(args.world, port, args), nprocs=args.world, start_method="fork")
+    launch.spawn(worker, args.world, args)
 
 
 if __name__ == "__main__":
