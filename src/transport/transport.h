@@ -159,6 +159,12 @@ struct TransportOptions {
 // Creates a backend by name ("shm", "tcp"); an unknown or not-built name is a usage error listing the choices.
 Result<std::unique_ptr<Transport>> create_transport(const std::string& name, const TransportOptions& options);
 
+// Removes the shm transport's segments (/dev/shm/zw-*) whose creating process is one of `pids` and has exited:
+// what ranks killed during set-up leave behind (a segment is otherwise unlinked once every peer mapped it, or by its
+// owner's destructor). Segments of live processes and of other pids are left alone. Returns how many were removed.
+// For launchers (zwrun) after their ranks exited.
+int reclaim_shm_segments_of(const std::vector<int>& pids);
+
 // Backends compiled into this build, e.g. {"shm", "tcp"}.
 std::vector<std::string> available_transports();
 

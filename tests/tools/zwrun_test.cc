@@ -150,6 +150,19 @@ TEST_F(ZwrunTest, AKilledRankIsBlamedNotTheSurvivorsItTookDown) {
   }
 }
 
+// A rank killed during set-up, after creating its shm segment and before any peer mapped it, used to leave the
+// segment in /dev/shm for good; zwrun removes what its dead ranks left once they have all exited.
+TEST_F(ZwrunTest, SegmentsOfARankKilledDuringSetupAreRemoved) {
+  const std::string job = "zwruntest" + std::to_string(::getpid());
+  const std::string path = "/dev/shm/zw-" + job + "-r1";
+  CommandResult r = zwrun("-n 2 " + kHelper + " shmdie " + job + " 1");
+  EXPECT_EQ(r.exit_code, 128 + 9) << r.err;
+  const bool left = ::access(path.c_str(), F_OK) == 0;
+  if (left) ::unlink(path.c_str());
+  EXPECT_FALSE(left) << path << " was left behind\n" << r.err;
+  EXPECT_NE(r.err.find("removed 1 shm segment(s) left by ranks that died"), std::string::npos) << r.err;
+}
+
 TEST_F(ZwrunTest, ProgramThatCannotBeExecutedIsAClearError) {
   CommandResult r = zwrun("-n 2 /nonexistent/zw-no-such-program");
   EXPECT_EQ(r.exit_code, 127);

@@ -5,6 +5,8 @@
 //   exit CODE RANK       rank RANK says "rank R fails now" on stderr and exits with CODE after 100 ms; every
 //                        other rank sleeps 60 s
 //   signal SIG RANK      the same, but rank RANK kills itself with SIG
+//   shmdie JOB RANK      rank RANK creates its shm transport segment for job JOB (/dev/shm/zw-JOB-rRANK) and
+//                        kills itself with SIGKILL before any peer maps it; the other ranks exit 0
 //   cascade DIR RANK     rank RANK writes its pid to DIR/victim and kills itself with SIGKILL; every other rank
 //                        waits until that process is dead (a zombie or gone), says "lost rank RANK" and exits 3 at
 //                        once — how real ranks fail after a peer dies
@@ -26,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "transport/transport.h"
 #include "zerowire/store.h"
 
 namespace {
@@ -100,6 +103,18 @@ int cascade(const std::string& dir, int victim) {
   return 3;
 }
 
+int shm_die(const std::string& job, int victim) {
+  if (rank() != victim) return 0;
+  zw::transport::TransportOptions o;
+  o.rank = victim;
+  o.world_size = victim + 1;
+  o.job_id = job;
+  auto t = zw::transport::create_transport("shm", o);
+  if (!t.ok() || !(*t)->listen().ok()) return 4;
+  ::kill(::getpid(), SIGKILL);
+  return 5;
+}
+
 int many_lines(long count) {
   std::string pad(static_cast<size_t>(50 + rank() * 37), 'x');
   for (long i = 0; i < count; ++i) std::printf("%d:%ld:%s\n", rank(), i, pad.c_str());
@@ -160,6 +175,7 @@ int main(int argc, char** argv) {
   }
   if (mode == "lines" && argc == 3) return many_lines(std::atol(argv[2]));
   if (mode == "cascade" && argc == 4) return cascade(argv[2], std::atoi(argv[3]));
+  if (mode == "shmdie" && argc == 4) return shm_die(argv[2], std::atoi(argv[3]));
   if (mode == "trap" && argc == 3) return trap_term(argv[2]);
   if (mode == "store") return meet_through_store();
   std::fprintf(stderr, "zwrun_test_helper: unknown mode; see the file header for usage\n");

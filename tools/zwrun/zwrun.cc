@@ -22,6 +22,7 @@
 
 #include "spawn.h"
 #include "supervisor.h"
+#include "transport/transport.h"
 #include "zerowire/store.h"
 
 namespace zw::zwrun {
@@ -130,17 +131,24 @@ int run_job(const Options& options) {
   spec.store_address = "127.0.0.1:" + std::to_string((*server)->port());
   spec.auth_token = *token;
   spec.transport = options.transport;
+  std::vector<int> pids;  // every rank ever started: what they left in /dev/shm is removed at the end
+  auto finish = [&](int code) {
+    const int removed = transport::reclaim_shm_segments_of(pids);
+    if (removed > 0) complain("removed " + std::to_string(removed) + " shm segment(s) left by ranks that died");
+    return code;
+  };
   for (int rank = 0; rank < options.ranks; ++rank) {
     auto child = spawn_rank(spec, rank);
     if (!child.ok()) {
       complain(child.status().message());
       (*supervisor)->stop_all();
       (*supervisor)->run();
-      return child.status().code() == Code::kNotFound ? 127 : 126;
+      return finish(child.status().code() == Code::kNotFound ? 127 : 126);
     }
+    pids.push_back(static_cast<int>(child->pid));
     (*supervisor)->add(std::move(*child));
   }
-  return (*supervisor)->run();  // the store server is destroyed only after this returns
+  return finish((*supervisor)->run());  // the store server is destroyed only after this returns
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The shm segment: creation, mapping, the SPSC rings and the futex doorbell.
 #include "transport/shm/shm_queue.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <signal.h>
@@ -77,6 +78,19 @@ Status reclaim_stale(const std::string& name) {
                                              (owner > 0 ? " and belongs to running pid " + std::to_string(owner) : "") +
                                              ": is the job id used by two communicators at once? (remove /dev/shm" +
                                              name + " if it is left over)");
+}
+
+// The owner pid recorded in the header of an initialized segment of ours, or 0.
+int32_t segment_owner(const std::string& name) {
+  net::Fd fd(::shm_open(name.c_str(), O_RDONLY, 0));
+  struct stat st {};
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || static_cast<size_t>(st.st_size) < sizeof(SegmentHeader)) return 0;
+  void* p = ::mmap(nullptr, sizeof(SegmentHeader), PROT_READ, MAP_SHARED, fd.get(), 0);
+  if (p == MAP_FAILED) return 0;
+  auto* h = static_cast<SegmentHeader*>(p);
+  const int32_t owner = shared(h->magic).load(std::memory_order_acquire) == kSegmentMagic ? h->owner_pid : 0;
+  ::munmap(p, sizeof(SegmentHeader));
+  return owner;
 }
 
 Status check_field(const std::string& name, const char* what, int64_t found, int64_t expected) {
@@ -315,6 +329,26 @@ void ShmSegment::wait(std::chrono::microseconds timeout, int64_t spin_us) {
     futex(&h->doorbell, FUTEX_WAIT, seq, &ts);  // EAGAIN (rung meanwhile), EINTR, ETIMEDOUT: all mean "look"
   }
   shared(h->sleeping).store(0, std::memory_order_seq_cst);
+}
+
+int reclaim_shm_segments_of(const std::vector<int>& pids) {
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return 0;
+  std::vector<std::string> names;
+  while (const dirent* e = ::readdir(dir))
+    if (std::strncmp(e->d_name, "zw-", 3) == 0) names.push_back(std::string("/") + e->d_name);
+  ::closedir(dir);
+  int removed = 0;
+  for (const std::string& name : names) {
+    const int32_t owner = segment_owner(name);
+    if (owner <= 0 || std::find(pids.begin(), pids.end(), owner) == pids.end()) continue;
+    if (::kill(owner, 0) == 0 || errno != ESRCH) continue;  // still running (or not ours to judge)
+    if (::shm_unlink(name.c_str()) == 0) {
+      ZW_INFO(kShm, "removed shm segment %s left by exited pid %d", name.c_str(), owner);
+      ++removed;
+    }
+  }
+  return removed;
 }
 
 }  // namespace zw::transport
