@@ -2,6 +2,7 @@
 #include "collectives/rendezvous.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -31,6 +32,29 @@ std::string Rendezvous::describe(int rank) const {
   if (rank < 0 || rank >= static_cast<int>(peers_.size())) return "rank " + std::to_string(rank);
   return "rank " + std::to_string(rank) + " (host " + peers_[rank].host + ", pid " + std::to_string(peers_[rank].pid) +
          ")";
+}
+
+// "rank 2 (host h, pid p) is stopped" for every other rank on this host whose process is in the stopped state
+// (/proc/PID/stat state T or t), joined with "; ", or "" when there is none (or /proc cannot tell).
+std::string Rendezvous::stopped_local_peers() const {
+  std::string out;
+  if (rank_ < 0 || rank_ >= static_cast<int>(peers_.size())) return out;
+  for (size_t p = 0; p < peers_.size(); ++p) {
+    if (static_cast<int>(p) == rank_ || peers_[p].pid <= 0 || peers_[p].host != peers_[size_t(rank_)].host) continue;
+    std::FILE* f = std::fopen(("/proc/" + std::to_string(peers_[p].pid) + "/stat").c_str(), "r");
+    if (f == nullptr) continue;
+    char buf[512] = {};
+    const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    const char* close = nullptr;  // the command name may hold ')': the last one ends it
+    for (const char* c = buf + n; c > buf && close == nullptr; --c)
+      if (c[-1] == ')') close = c - 1;
+    if (close == nullptr || close + 2 >= buf + n) continue;
+    const char state = close[2];  // the field after "(comm) "
+    if (state != 'T' && state != 't') continue;
+    out += (out.empty() ? "" : "; ") + describe(static_cast<int>(p)) + " is stopped";
+  }
+  return out;
 }
 
 Status Rendezvous::begin_op(uint64_t seq, const OpDesc& desc, Deadline deadline, double timeout_s) {
@@ -151,10 +175,15 @@ Status Rendezvous::wait_for(int peer, const char* what, uint64_t tag, Predicate 
     if (deadline_.expired()) {
       char secs[32];
       std::snprintf(secs, sizeof secs, "%g", timeout_s_);
-      return Status(Code::kTimeout, std::string("timed out after ") + secs + " s waiting for " + what + " (" +
-                                        tag_string(tag) + ") from " + describe(peer) +
-                                        ": it may be stuck, much slower, or not calling this collective; "
-                                        "raise ZW_TIMEOUT if it is only slow");
+      const std::string waited = std::string("timed out after ") + secs + " s waiting for " + what + " (" +
+                                 tag_string(tag) + ") from " + describe(peer);
+      // The neighbour this rank waits on is often only waiting itself: a stopped process on this host is named.
+      const std::string stopped = stopped_local_peers();
+      if (!stopped.empty())  // last: a reason forwarded to the other ranks keeps its head and its tail
+        return Status(Code::kTimeout, waited + "; " + stopped +
+                                          " (SIGSTOP or a debugger): the operation cannot finish until it is continued");
+      return Status(Code::kTimeout, waited + ": it may be stuck, much slower, or not calling this collective; "
+                                             "raise ZW_TIMEOUT if it is only slow");
     }
     if (now >= next_liveness_check_) {
       ZW_TRY(check_peer(peer));

@@ -108,6 +108,8 @@ class Rendezvous {
 
   // "rank 3 (host node7, pid 4242)".
   std::string describe(int rank) const;
+  // The other ranks on this host whose process is stopped (see rendezvous.cc), for timeout errors.
+  std::string stopped_local_peers() const;
   // The transport's name ("shm", "tcp", ...), for algorithms that suit one transport only.
   const char* transport_name() const { return transport_.name(); }
 
