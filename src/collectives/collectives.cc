@@ -92,6 +92,15 @@ Result<BufRef> registered(OpContext& ctx, const MemRef& mem, size_t bytes) {
   return BufRef{reg, reg.offset_of(mem.ptr)};
 }
 
+// An operation with nothing to move still meets its peers: a one-byte tree all-gather under the operation's own
+// description, so ranks that disagree on the count (0 here, 100 there) fail naming each other within a message's
+// time instead of this rank returning OK and the others waiting for it until the timeout.
+Status meet_peers(OpContext& ctx) {
+  if (ctx.size == 1) return Status();
+  ZW_ASSIGN_OR_RETURN(internal::RegBuf scratch, ctx.arena.get(static_cast<size_t>(ctx.size)));
+  return internal::tree_all_gather(ctx, BufRef{scratch, 0}, BlockLayout::equal(ctx.size, 1));
+}
+
 // The worker-side tasks, one per operation (host_task below picks one). Each captures what it needs by value.
 using Task = internal::CommImpl::Task;
 // Host collectives may run in the thread that waits for them (see comm_impl.h).
@@ -101,7 +110,7 @@ Task all_gather_task(const OpDesc& desc, const CollectiveOptions& o, int r, int 
   const size_t block = o.count * dtype_size(o.dtype), total = block * n;
   const bool in_place = o.input.ptr == o.output.data() + r * block;
   return [=](OpContext& ctx) -> Status {
-    if (total == 0) return Status();
+    if (total == 0) return meet_peers(ctx);
     ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, total));
     if (!in_place) kernels::copy(out.at(r * block), o.input.ptr, block);
     const BlockLayout layout = BlockLayout::equal(n, block);
@@ -112,7 +121,7 @@ Task all_gather_task(const OpDesc& desc, const CollectiveOptions& o, int r, int 
 Task reduce_scatter_task(const OpDesc& desc, const CollectiveOptions& o, int n) {
   const size_t block = o.count * dtype_size(o.dtype), total = block * n;
   return [=](OpContext& ctx) -> Status {
-    if (total == 0) return Status();
+    if (total == 0) return meet_peers(ctx);
     ZW_ASSIGN_OR_RETURN(BufRef in, registered(ctx, o.input, total));
     ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, block));
     const BlockLayout layout = BlockLayout::equal(n, block);
@@ -127,7 +136,7 @@ Task reduce_scatter_task(const OpDesc& desc, const CollectiveOptions& o, int n) 
 Task all_reduce_task(const OpDesc& desc, const CollectiveOptions& o, int r, int n) {
   const size_t elem = dtype_size(o.dtype), total = o.count * elem;
   return [=](OpContext& ctx) -> Status {
-    if (total == 0) return Status();
+    if (total == 0) return meet_peers(ctx);
     ZW_ASSIGN_OR_RETURN(BufRef in, registered(ctx, o.input, total));
     ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, total));
     const BlockLayout layout = BlockLayout::balanced(n, o.count, elem);
@@ -145,7 +154,7 @@ Task broadcast_task(const OpDesc& desc, const CollectiveOptions& o, int r) {
   const size_t total = o.count * dtype_size(o.dtype);
   const bool is_root = o.root == r;
   return [=](OpContext& ctx) -> Status {
-    if (total == 0) return Status();
+    if (total == 0) return meet_peers(ctx);
     ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, total));
     BufRef src = out;
     if (is_root && o.input.ptr != o.output.ptr) {
@@ -160,7 +169,7 @@ Task reduce_task(const OpDesc& desc, const CollectiveOptions& o, int r, int n) {
   const size_t total = o.count * dtype_size(o.dtype);
   const bool is_root = o.root == r;
   return [=](OpContext& ctx) -> Status {
-    if (total == 0) return Status();
+    if (total == 0) return meet_peers(ctx);
     ZW_ASSIGN_OR_RETURN(BufRef in, registered(ctx, o.input, total));
     BufRef out = in;
     if (is_root) {
@@ -175,7 +184,7 @@ Task reduce_task(const OpDesc& desc, const CollectiveOptions& o, int r, int n) {
 Task all_to_all_task(const CollectiveOptions& o, int n) {
   const size_t block = o.count * dtype_size(o.dtype), total = block * n;
   return [=](OpContext& ctx) -> Status {
-    if (total == 0) return Status();
+    if (total == 0) return meet_peers(ctx);
     ZW_ASSIGN_OR_RETURN(BufRef in, registered(ctx, o.input, total));
     ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, total));
     return direct_all_to_all(ctx, in, out, block);

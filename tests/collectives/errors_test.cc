@@ -107,6 +107,25 @@ TEST_P(ErrorsTest, DifferentCountsAreCaught) {
   });
 }
 
+// A count of 0 on one rank and 100 on the other: the empty side used to return OK at once and the other to wait for
+// the whole timeout; both now fail naming the other's operation within a message's time.
+TEST_P(ErrorsTest, AnEmptyOperationAgainstANonEmptyOneIsCaughtOnBothRanks) {
+  run_ranks(2, quick(GetParam(), 30), [&](int r, Communicator& comm) {
+    const size_t count = r == 0 ? 0 : 100;
+    std::vector<float> in(100, 1.0f), out(100);
+    const auto start = std::chrono::steady_clock::now();
+    auto w = all_reduce(comm, {MemRef::host(in.data(), count * 4), MemRef::host(out.data(), count * 4), count,
+                               DataType::kFloat32});
+    ASSERT_TRUE(w.ok());
+    const Status s = w->wait();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_FALSE(s.ok()) << "rank " << r;
+    EXPECT_NE(s.message().find("count=0"), std::string::npos) << s.to_string();
+    EXPECT_NE(s.message().find("count=100"), std::string::npos) << s.to_string();
+    EXPECT_LT(secs, 2.0) << "rank " << r << ": " << s.to_string();
+  });
+}
+
 TEST_P(ErrorsTest, AbsentRankTimesOutWithItsName) {
   run_ranks(3, quick(GetParam(), 1.0), [&](int r, Communicator& comm) {
     if (r == 2) return;  // never joins
