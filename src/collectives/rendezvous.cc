@@ -8,6 +8,7 @@
 
 #include "collectives/rendezvous_wire.h"
 #include "common/log.h"
+#include "common/process.h"
 
 namespace zw::internal {
 namespace {
@@ -41,16 +42,9 @@ std::string Rendezvous::stopped_local_peers() const {
   if (rank_ < 0 || rank_ >= static_cast<int>(peers_.size())) return out;
   for (size_t p = 0; p < peers_.size(); ++p) {
     if (static_cast<int>(p) == rank_ || peers_[p].pid <= 0 || peers_[p].host != peers_[size_t(rank_)].host) continue;
-    std::FILE* f = std::fopen(("/proc/" + std::to_string(peers_[p].pid) + "/stat").c_str(), "r");
-    if (f == nullptr) continue;
-    char buf[512] = {};
-    const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-    std::fclose(f);
-    const char* close = nullptr;  // the command name may hold ')': the last one ends it
-    for (const char* c = buf + n; c > buf && close == nullptr; --c)
-      if (c[-1] == ')') close = c - 1;
-    if (close == nullptr || close + 2 >= buf + n) continue;
-    const char state = close[2];  // the field after "(comm) "
+    char state = '?';
+    uint64_t start = 0;
+    if (!read_proc_stat(peers_[p].pid, &state, &start)) continue;
     if (state != 'T' && state != 't') continue;
     out += (out.empty() ? "" : "; ") + describe(static_cast<int>(p)) + " is stopped";
   }

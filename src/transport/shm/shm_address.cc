@@ -11,6 +11,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/process.h"
 #include "common/socket.h"
 
 namespace zw::transport {
@@ -41,22 +42,6 @@ bool parse_number(const std::string& text, T* out) {
 Status malformed(const std::string& text, const std::string& why) {
   return Status(Code::kInvalidArgument,
                 "malformed shm address '" + text + "': " + why + " (expected " + kExpected + ")");
-}
-
-// The state letter and start time from /proc/<pid>/stat; false when the file cannot be read.
-bool read_proc_stat(int32_t pid, char* state, uint64_t* start_time) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t paren = text.rfind(')');  // the command name may itself contain spaces and parentheses
-  if (paren == std::string::npos) return false;
-  std::istringstream fields(text.substr(paren + 1));
-  std::string field;
-  // Field 3 is the state, field 22 the start time; the stream starts at field 3.
-  for (int index = 3; fields >> field; ++index) {
-    if (index == 3) *state = field.empty() ? '?' : field[0];
-    if (index == 22) return parse_number(field, start_time);
-  }
-  return false;
 }
 
 }  // namespace

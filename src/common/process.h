@@ -1,0 +1,13 @@
+// common/process.h — what /proc says about a process on this host (its state letter and start time), for the
+// transports' dead-peer checks and the collectives' timeout errors. Non-goals: other hosts, non-Linux systems.
+#pragma once
+
+#include <cstdint>
+
+namespace zw {
+
+// The state letter (R, S, T, t, Z, ...) and start time (clock ticks since boot) from /proc/<pid>/stat; false when the
+// file cannot be read or parsed (the process is gone, or /proc is not mounted).
+bool read_proc_stat(int pid, char* state, uint64_t* start_time);
+
+}  // namespace zw
