@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# bench/train/gpu.sh — training throughput on one GPU: zw_train against PyTorch eager and torch.compile.
+# bench/train/gpu.sh — training throughput on one GPU: zw_train against PyTorch eager and torch.compile, and
+# zw_train's ZeRO-3 engine (one rank) against the flat trainer and against DeepSpeed with the same JSON.
 #
 # Usage: bench/train/gpu.sh [BUILD_DIR]   (default build-gpu, a CUDA build: cmake -B build-gpu -G Ninja
 #        -DCMAKE_BUILD_TYPE=Release && ninja -C build-gpu zw_train)
@@ -7,6 +8,9 @@
 #        PEAK_TFLOPS=989.4 DEADLINE_S=540 RUN_TIMEOUT_S=300 ZW_TRAIN=<BUILD>/tools/zw_train/zw_train ZW_ARGS=
 #        TORCH_ARGS= LOG_DIR= (keep every run's log there) RESULTS_CSV= (one row per run) WORK_DIR=${TMPDIR:-/tmp}
 #        TORCHINDUCTOR_CACHE_DIR=<BUILD>/torchinductor-cache (kept between calls, so a second call compiles fast)
+#        ACC=1 (gradient accumulation steps of the ZeRO-3 impls) ZWRUN=<BUILD>/tools/zwrun
+#        DS_WHEELS= (a folder of the deepspeed 0.19.8 sdist and the wheels it lacks: installed with pip --target into
+#        the work directory, offline, when IMPLS has ds and python cannot import deepspeed)
 #
 # What is compared. The same GPT-2 (pre-norm, learned positions, tied LM head without bias, tanh GELU, layernorm
 # eps 1e-5, biases on the other linears; AdamW betas 0.9/0.95 eps 1e-8 with decay on the dim>=2 tensors, grad clip
@@ -17,6 +21,14 @@
 #   eager   torch_gpt.py --device cuda --compile 0    fp32 master weights, torch.autocast(bf16), SDPA
 #                                                     (is_causal=True), AdamW(fused=True), TF32 on for what stays fp32
 #   compile torch_gpt.py --device cuda --compile 1    the same with the model (forward + loss) in torch.compile
+# and the ZeRO-3 engine (issue 17), one rank under zwrun, micro-batch B, ACC accumulation steps (B x ACC sequences
+# per optimizer step), each with a DeepSpeed JSON written here:
+#   zero3     bf16, stage 3, overlap_comm, contiguous_gradients, optimizer on the GPU  (against zw: the engine's cost)
+#   seed      the seed's configuration: fp16 with dynamic loss scaling, offload_optimizer cpu + pin_memory,
+#             overlap_comm, contiguous_gradients, stage 3 (train_batch_size B x ACC instead of 512)
+#   seed-noff the same without offload_optimizer (the offloaded step's cost: seed / seed-noff)
+#   ds        ds_gpt.py: DeepSpeed 0.19.8 with the seed JSON (DeepSpeedCPUAdam), torch_gpt.py's model
+#   Every JSON also says "gradient_clipping": 1.0, so that both sides clip.
 # Shapes (vocabulary 50304 = 50257 padded to a multiple of 128, as llm.c and nanoGPT do):
 #   124m        GPT-2 small: L12 d768 12 heads, T 1024, B 16  (16384 tokens/step)
 #   1.3b        L24 d2048 16 heads, T 1024, B 8                 (8192 tokens/step)
@@ -108,7 +120,13 @@ for s in $SHAPES; do
     if ! is_uint "$x" || ((x == 0)); then die "shape '$s': '$x' is not a positive number"; fi
   done
 done
-for i in $IMPLS; do case $i in zw | eager | compile) ;; *) die "unknown impl '$i' (IMPLS: zw eager compile)" ;; esac; done
+for i in $IMPLS; do
+  case $i in zw | eager | compile | zero3 | seed | seed-noff | ds) ;; *) die "unknown impl '$i' (IMPLS: zw eager compile zero3 seed seed-noff ds)" ;; esac
+done
+ACC=${ACC:-1}
+if ! is_uint "$ACC" || ((ACC < 1)); then die "ACC=$ACC is not a positive number"; fi
+ZWRUN=${ZWRUN:-$BUILD/tools/zwrun}
+DS_GPT=$HERE/ds_gpt.py
 
 now() { printf '%s\n' "${EPOCHREALTIME/,/.}"; }
 elapsed() { echo $((SECONDS - START)); }
@@ -127,9 +145,11 @@ estimate_s() {  # SHAPE IMPL -> a guess of one run's wall seconds on an H200 (co
   read -r L C _ T B <<<"$(shape_dims "$1")"
   big=$(awk -v L="$L" -v C="$C" 'BEGIN {print (L*C*C > 4e8) ? 1 : 0}')
   case $2 in
-    zw) ((big)) && echo 40 || echo 15 ;;
+    zw | zero3 | seed-noff) ((big)) && echo $((30 + 10 * ACC)) || echo $((10 + 5 * ACC)) ;;
+    seed) ((big)) && echo $((40 + 15 * ACC)) || echo $((15 + 5 * ACC)) ;;
     eager) ((big)) && echo 30 || echo 15 ;;
     compile) ((big)) && echo 120 || echo 75 ;;
+    ds) ((big)) && echo $((150 + 20 * ACC)) || echo $((90 + 5 * ACC)) ;;
   esac
 }
 
@@ -177,6 +197,42 @@ if [[ " $IMPLS " == *" zw "* ]] && [ ! -x "$ZW_TRAIN" ]; then
   echo "gpu.sh: warning: $ZW_TRAIN is not built (ninja -C $BUILD zw_train): the zw runs will fail" >&2
 fi
 echo "# work directory $WORK ($(df -h --output=avail "$WORK" 2>/dev/null | tail -n 1 | tr -d ' ') free)"
+if [[ " $IMPLS " =~ \ (zero3|seed|seed-noff)\  ]] && [ ! -x "$ZWRUN" ]; then
+  echo "gpu.sh: warning: $ZWRUN is not built (ninja -C $BUILD zwrun): the ZeRO-3 runs will fail" >&2
+fi
+DS_ENV=()
+if [[ " $IMPLS " == *" ds "* ]]; then
+  if "$PYTHON" -c 'import deepspeed' >/dev/null 2>&1; then
+    echo "# deepspeed: $("$PYTHON" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -n 1) (installed)"
+  elif [ -n "${DS_WHEELS:-}" ] && [ -d "$DS_WHEELS" ]; then
+    # offline, into the work directory: the sdist builds against the installed torch (--no-build-isolation), and
+    # --no-deps keeps pip from replacing what the machine has; the wheels there are only what it lacks
+    t0=$SECONDS
+    if "$PYTHON" -m pip install --no-deps --no-index --no-build-isolation --target "$WORK/ds-site" "$DS_WHEELS"/* \
+        >"$LOGS/ds-install.log" 2>&1; then
+      DS_ENV=(env "PYTHONPATH=$WORK/ds-site${PYTHONPATH:+:$PYTHONPATH}")
+      echo "# deepspeed: $("${DS_ENV[@]}" "$PYTHON" -c 'import deepspeed; print(deepspeed.__version__)' 2>&1 | tail -n 1)" \
+        "installed from $DS_WHEELS in $((SECONDS - t0)) s"
+    else
+      echo "gpu.sh: warning: pip install from $DS_WHEELS failed (the ds runs will fail):" >&2
+      tail -n 5 "$LOGS/ds-install.log" >&2
+    fi
+  else
+    echo "gpu.sh: warning: $PYTHON cannot import deepspeed and DS_WHEELS is not a folder: the ds runs will fail" >&2
+  fi
+fi
+# ds_json IMPL B -> the path of the DeepSpeed JSON of a ZeRO-3 impl with micro-batch B and ACC accumulation steps
+ds_json() {
+  local f="$WORK/$1.b$2.json" prec='"fp16": {"enabled": true}' off=',"offload_optimizer": {"device": "cpu", "pin_memory": true}'
+  case $1 in
+    zero3) prec='"bf16": {"enabled": true}' off="" ;;
+    seed-noff) off="" ;;
+  esac
+  printf '{"train_batch_size": %d, "gradient_accumulation_steps": %d, "gradient_clipping": 1.0, %s,\n' \
+    $(($2 * ACC)) "$ACC" "$prec" >"$f"
+  printf ' "zero_optimization": {"stage": 3%s, "overlap_comm": true, "contiguous_gradients": true}}\n' "$off" >>"$f"
+  echo "$f"
+}
 
 # ---- the shard
 max_window=0
@@ -213,7 +269,9 @@ run_one() {  # SHAPE IMPL REP -> appends to RUNS/OK/PEAK/COMP/WALL
   local shape=$1 impl=$2 rep=$3 L C H T B
   read -r L C H T B <<<"$(shape_dims "$shape")"
   local key="$shape|$impl" log="$LOGS/$shape.$impl.$rep.log" out="$WORK/zw-out"
-  local common=(--layers "$L" --d-model "$C" --heads "$H" --seq-len "$T" --vocab "$VOCAB" --batch "$B"
+  local batch=$B  # zw_train's --batch is the global batch: with a JSON, B x ACC (its train_batch_size)
+  [[ $impl == zero3 || $impl == seed || $impl == seed-noff ]] && batch=$((B * ACC))
+  local common=(--layers "$L" --d-model "$C" --heads "$H" --seq-len "$T" --vocab "$VOCAB" --batch "$batch"
                 --steps "$STEPS" --lr 6e-4 --min-lr 6e-5 --warmup-steps "$WARMUP" --weight-decay 0.1
                 --grad-clip 1.0 --seed "$SEED" --data-bin "$SHARD")
   local -a cmd
@@ -223,9 +281,15 @@ run_one() {  # SHAPE IMPL REP -> appends to RUNS/OK/PEAK/COMP/WALL
     eager | compile)
       cmd=("$PYTHON" "$TORCH_GPT" --device cuda --dtype bf16 --compile "$([ "$impl" = compile ] && echo 1 || echo 0)"
            "${common[@]}" --warmup-iters "$WARMUP" --log-every 10) ;;
+    zero3 | seed | seed-noff)
+      cmd=("$ZWRUN" -n 1 --timeout "$RUN_TIMEOUT_S" -- "$ZW_TRAIN" --device cuda "${common[@]}" --out-dir "$out"
+           --log-every 10 --eval-every 0 --eval-batches 1 --ckpt-every -1 --peak-tflops "$PEAK_TFLOPS"
+           --deepspeed_config "$(ds_json "$impl" "$B")") ;;
+    ds) cmd=("${DS_ENV[@]}" "$PYTHON" "$DS_GPT" "${common[@]}" --warmup-iters "$WARMUP" --log-every 10
+             --deepspeed_config "$(ds_json seed "$B")") ;;
   esac
   # shellcheck disable=SC2206  # word splitting of the extra flags is intended
-  if [ "$impl" = zw ]; then cmd+=($ZW_ARGS); else cmd+=($TORCH_ARGS); fi
+  case $impl in zw | zero3 | seed | seed-noff) cmd+=($ZW_ARGS) ;; *) cmd+=($TORCH_ARGS) ;; esac
   local left=$((DEADLINE_S - $(elapsed)))
   local tag
   tag=$(printf '[%4ss] %-10s %-7s rep %d/%d' "$(elapsed)" "$shape" "$impl" "$rep" "$REPS")
@@ -249,7 +313,7 @@ run_one() {  # SHAPE IMPL REP -> appends to RUNS/OK/PEAK/COMP/WALL
   rm -rf "$out"
   local wall tok mfu peak reserved comp
   wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')
-  if [ "$impl" = zw ]; then
+  if [[ $impl == zw || $impl == zero3 || $impl == seed || $impl == seed-noff ]]; then
     tok=$(sed -n 's/^zw_train: done.* median \([0-9.]*\) tokens\/s.*/\1/p' "$log" | tail -n 1)
     mfu=$(sed -n 's/^zw_train: done.* MFU \([0-9.]*\) %.*/\1/p' "$log" | tail -n 1)
     peak=$(sed -n 's/^zw_train: done.* peak device memory \([0-9.]*\) GiB.*/\1/p' "$log" | tail -n 1)
@@ -288,7 +352,8 @@ csv_row() {
 for s in $SHAPES; do
   read -r L C H T B <<<"$(shape_dims "$s")"
   echo "## $s: L$L d$C ${H}h T$T B$B V$VOCAB ($((B * T)) tokens/step), $(params_of "$L" "$C" "$T") parameters," \
-    "$(awk -v f="$(flops_per_token "$L" "$C" "$T")" 'BEGIN {printf "%.3f", f / 1e9}') GFLOP/token"
+    "$(awk -v f="$(flops_per_token "$L" "$C" "$T")" 'BEGIN {printf "%.3f", f / 1e9}') GFLOP/token" \
+    "$([[ " $IMPLS " =~ \ (zero3|seed|seed-noff|ds)\  ]] && echo "; ZeRO-3 impls: micro-batch $B x ACC $ACC")"
   for ((r = 1; r <= REPS; ++r)); do
     for i in $IMPLS; do run_one "$s" "$i" "$r"; done
   done
@@ -328,8 +393,12 @@ for s in $SHAPES; do
       printf '%-12s %-8s %-30s %10s %-19s %6s %8s %9s %7s\n' "$s" "$i" "${RUNS[$key]# }" n/a - - - - -
     fi
   done
-  echo "${s}: zw/eager $(ratio "$s" zw eager), zw/compile $(ratio "$s" zw compile)," \
-    "compile/eager $(ratio "$s" compile eager)"
+  line=""
+  for pair in zw/eager zw/compile compile/eager zero3/zw seed/ds seed/seed-noff seed-noff/zw; do
+    a=${pair%/*} b=${pair#*/}
+    [[ " $IMPLS " == *" $a "* && " $IMPLS " == *" $b "* ]] && line+=" $pair $(ratio "$s" "$a" "$b"),"
+  done
+  echo "${s}:${line%,}"
 done
 echo "# total wall time $(elapsed) s"
 [ -z "$BAD" ] || { echo "# not every run succeeded:$BAD"; exit 1; }
