@@ -10,7 +10,7 @@
 #        TORCHINDUCTOR_CACHE_DIR=<BUILD>/torchinductor-cache (kept between calls, so a second call compiles fast)
 #        ACC=1 (gradient accumulation steps of the ZeRO-3 impls) ZWRUN=<BUILD>/tools/zwrun
 #        DS_WHEELS= (a folder of the deepspeed 0.19.8 sdist and the wheels it lacks: installed with pip --target into
-#        the work directory, offline, when IMPLS has ds and python cannot import deepspeed)
+#        DS_SITE=<BUILD>/ds-site, offline, when IMPLS has ds and python cannot import deepspeed)
 #
 # What is compared. The same GPT-2 (pre-norm, learned positions, tied LM head without bias, tanh GELU, layernorm
 # eps 1e-5, biases on the other linears; AdamW betas 0.9/0.95 eps 1e-8 with decay on the dim>=2 tensors, grad clip
@@ -205,12 +205,14 @@ if [[ " $IMPLS " == *" ds "* ]]; then
   if "$PYTHON" -c 'import deepspeed' >/dev/null 2>&1; then
     echo "# deepspeed: $("$PYTHON" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -n 1) (installed)"
   elif [ -n "${DS_WHEELS:-}" ] && [ -d "$DS_WHEELS" ]; then
-    # offline, into the work directory: the sdist builds against the installed torch (--no-build-isolation), and
-    # --no-deps keeps pip from replacing what the machine has; the wheels there are only what it lacks
+    # offline, once, into a fixed folder DS_SITE (DeepSpeed's JIT-built CPU Adam is cached by its source path: a
+    # new folder per call of this script would rebuild it, about a minute); the sdist builds against the installed
+    # torch (--no-build-isolation), and --no-deps keeps pip from replacing what the machine has
     t0=$SECONDS
-    if "$PYTHON" -m pip install --no-deps --no-index --no-build-isolation --target "$WORK/ds-site" "$DS_WHEELS"/* \
-        >"$LOGS/ds-install.log" 2>&1; then
-      DS_ENV=(env "PYTHONPATH=$WORK/ds-site${PYTHONPATH:+:$PYTHONPATH}")
+    DS_SITE=${DS_SITE:-$BUILD/ds-site}
+    if [ -d "$DS_SITE/deepspeed" ] || "$PYTHON" -m pip install --no-deps --no-index --no-build-isolation \
+        --target "$DS_SITE" "$DS_WHEELS"/* >"$LOGS/ds-install.log" 2>&1; then
+      DS_ENV=(env "PYTHONPATH=$DS_SITE${PYTHONPATH:+:$PYTHONPATH}")
       echo "# deepspeed: $("${DS_ENV[@]}" "$PYTHON" -c 'import deepspeed; print(deepspeed.__version__)' 2>&1 | tail -n 1)" \
         "installed from $DS_WHEELS in $((SECONDS - t0)) s"
     else
@@ -314,9 +316,9 @@ run_one() {  # SHAPE IMPL REP -> appends to RUNS/OK/PEAK/COMP/WALL
   local wall tok mfu peak reserved comp
   wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')
   if [[ $impl == zw || $impl == zero3 || $impl == seed || $impl == seed-noff ]]; then
-    tok=$(sed -n 's/^zw_train: done.* median \([0-9.]*\) tokens\/s.*/\1/p' "$log" | tail -n 1)
-    mfu=$(sed -n 's/^zw_train: done.* MFU \([0-9.]*\) %.*/\1/p' "$log" | tail -n 1)
-    peak=$(sed -n 's/^zw_train: done.* peak device memory \([0-9.]*\) GiB.*/\1/p' "$log" | tail -n 1)
+    tok=$(sed -n 's/^\(\[0\] \)\{0,1\}zw_train: done.* median \([0-9.]*\) tokens\/s.*/\2/p' "$log" | tail -n 1)
+    mfu=$(sed -n 's/^\(\[0\] \)\{0,1\}zw_train: done.* MFU \([0-9.]*\) %.*/\2/p' "$log" | tail -n 1)
+    peak=$(sed -n 's/^\(\[0\] \)\{0,1\}zw_train: done.* peak device memory \([0-9.]*\) GiB.*/\2/p' "$log" | tail -n 1)
     reserved="" comp=""
   else
     tok=$(sed -n 's/^tokens_per_s=//p' "$log" | tail -n 1)
