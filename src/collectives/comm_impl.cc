@@ -9,6 +9,7 @@
 #include <new>
 #include <thread>
 
+#include "collectives/monitor/comm_monitor.h"
 #include "common/knobs.h"
 #include "common/log.h"
 #include "common/socket.h"
@@ -146,6 +147,7 @@ Result<std::unique_ptr<CommImpl>> CommImpl::create_checked(std::shared_ptr<Store
   std::string prefix = "zw/" + settings.name + "/" + std::to_string((arrival - 1) / size) + "/";
   comm->store_ = std::make_shared<PrefixStore>(std::move(store), prefix);
   ZW_TRY(comm->connect(*comm->store_));
+  comm->start_monitor(static_cast<uint32_t>((arrival - 1) / size));
   comm->runner_ = std::make_shared<CommRunner>(comm.get());
   comm->worker_ = std::thread([c = comm.get()] { c->worker_loop(); });
   ZW_INFO(kInit, "communicator '%s' ready: rank %d of %d over %s", settings.name.c_str(), rank, size,
@@ -234,6 +236,7 @@ CommImpl::~CommImpl() {
   worker_cv_.notify_all();
   if (worker_.joinable()) worker_.join();  // runs (or fails) everything still queued
   if (runner_) runner_->detach();
+  if (monitor_) monitor_->retire();
   ZW_INFO(kColl, "operations run by a waiting thread: %llu, by the worker: %llu",
           static_cast<unsigned long long>(q_.counts.by_waiter), static_cast<unsigned long long>(q_.counts.by_worker));
   inbox_region_.reset();
@@ -287,6 +290,7 @@ Work CommImpl::enqueue(const OpDesc& desc, std::chrono::milliseconds timeout, Ta
     q_.last_enqueue = SteadyClock::now();
     q_.queue.push_back(Pending{desc, seq, timeout_s, std::move(task), work, claimable, q_.last_enqueue});
     queued_.fetch_add(1, std::memory_order_release);
+    if (monitor_) monitor_->on_enqueue(seq);
     // A waiter will probably claim it when the last operation was claimed; otherwise the worker is needed. A spurious
     // wake-up costs a context switch on a core the ranks share, so operations issued in a batch do not wake it either
     // (their waiter runs them; if none comes, the worker's tick starts them and later enqueues wake it).
@@ -381,7 +385,9 @@ void CommImpl::run_next(std::unique_lock<std::mutex>& lock, bool by_waiter) {
     executing_.store(true, std::memory_order_relaxed);
     lock.unlock();
     op.work->mark_started();
+    if (monitor_) monitor_->on_start(op.desc, op.seq, op.enqueued.time_since_epoch().count(), monitor::PathKind::kHost);
     Status s = execute(op, failed, by_waiter);
+    if (monitor_) monitor_->on_finish(s);
     executing_.store(false, std::memory_order_release);  // before its waiters can return (and destroy us)
     op.work->finish(std::move(s));
     op = Pending{};  // the task's captures are released outside the lock

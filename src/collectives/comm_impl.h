@@ -34,6 +34,9 @@
 #include "zerowire/communicator.h"
 
 namespace zw::internal {
+namespace monitor {
+class CommMonitor;  // collectives/monitor/comm_monitor.h
+}
 
 // CommConfig with every default resolved from the knob table.
 struct CommSettings {
@@ -195,6 +198,8 @@ class CommImpl {
   Status execute(Pending& op, const Status& failed, bool by_waiter);
   Status run(Pending& op);
   bool abort_pending() const { return !abort_request_.ok() && failed_.ok(); }
+  // Creates monitor_ (comm_monitor_hooks.cc); `generation` numbers the communicators of one name.
+  void start_monitor(uint32_t generation);
 
   int rank_;
   int size_;
@@ -226,6 +231,7 @@ class CommImpl {
   std::shared_ptr<Store> store_;                   // prefixed with this communicator's namespace
   std::mutex gpu_mutex_;                           // guards gpu_'s creation
   std::unique_ptr<GpuEngine> gpu_;                 // device-memory path, created on first use
+  std::shared_ptr<monitor::CommMonitor> monitor_;  // records and metrics (null: ZW_MONITOR=0)
 };
 
 }  // namespace zw::internal

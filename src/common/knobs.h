@@ -57,6 +57,15 @@ struct Knobs {
   int64_t cuda_ce_bytes;        // ZW_CUDA_CE_BYTES: all-gathers of this many bytes per rank use copy engines
   int64_t cuda_oneshot_bytes;   // ZW_CUDA_ONESHOT_BYTES: one-shot all-reduce up to this many bytes read from peers
   std::string cuda_gelu_fusion; // ZW_CUDA_GELU_FUSION: both, forward or none (the MLP's GELU in cuBLASLt epilogues)
+  int64_t monitor;              // ZW_MONITOR: 1 = every operation leaves a record and updates the metrics
+  int64_t monitor_records;      // ZW_MONITOR_RECORDS: records kept per communicator (ring size)
+  std::string flight_dir;       // ZW_FLIGHT_DIR: directory where each communicator's records live in a mapped file
+  int64_t metrics_port;         // ZW_METRICS_PORT: base port of the Prometheus endpoint (0 = off; + local rank)
+  std::string metrics_addr;     // ZW_METRICS_ADDR: address the endpoint binds
+  std::string metrics_dump;     // ZW_METRICS_DUMP: JSON dump file at exit and on SIGUSR2 (%r rank, %p pid, %h host)
+  int64_t straggler_window;     // ZW_STRAGGLER_WINDOW: collectives per straggler judgement (0 = off)
+  double straggler_share;       // ZW_STRAGGLER_SHARE: share of a window a rank must arrive last at to be named
+  double straggler_min_us;      // ZW_STRAGGLER_MIN_US: median lateness (µs) below which nobody is named
 };
 
 enum class KnobType { kString, kInt, kBytes, kDouble };

@@ -1,0 +1,182 @@
+// One communicator's monitoring: hooks on the hot path, and the straggler exchange on the service thread.
+#include "collectives/monitor/comm_monitor.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "collectives/monitor/monitor_service.h"
+#include "common/clock.h"
+#include "common/knobs.h"
+#include "common/log.h"
+
+namespace zw::internal::monitor {
+namespace {
+
+constexpr size_t kMaxWindow = 1 << 16;
+constexpr auto kJudgeWait = std::chrono::milliseconds(5);  // how long one tick waits for the other ranks' windows
+constexpr uint64_t kSkipAfter = 3;  // rank 0 gives up on a window once it published this many later ones
+
+// "/dir/zw-flight-host-pid-comm-rR.bin", with characters a file name should not hold replaced.
+std::string flight_file(const MonitorSetup& s) {
+  std::string name = "zw-flight-" + s.hosts[static_cast<size_t>(s.rank)] + "-" + std::to_string(getpid()) + "-" +
+                     s.comm + (s.generation ? "." + std::to_string(s.generation) : "") + "-r" + std::to_string(s.rank) +
+                     ".bin";
+  for (char& c : name)
+    if (c == '/' || c == ' ' || c < 32) c = '_';
+  return knobs().flight_dir + "/" + name;
+}
+
+}  // namespace
+
+std::shared_ptr<CommMonitor> CommMonitor::create(MonitorSetup setup) {
+  const Knobs& k = knobs();
+  if (k.monitor == 0) return nullptr;
+  std::shared_ptr<CommMonitor> m(new CommMonitor(std::move(setup)));
+  const MonitorSetup& s = m->setup_;
+  RingIdentity who{s.rank, s.size, s.generation, s.hosts[static_cast<size_t>(s.rank)], s.comm, s.transport};
+  const std::string file = k.flight_dir.empty() ? std::string() : flight_file(s);
+  auto ring = RecordRing::create(static_cast<size_t>(std::max<int64_t>(k.monitor_records, 16)), who, file);
+  if (!ring.ok()) {
+    ZW_WARN(kColl, "monitoring is off for communicator '%s': %s", s.comm.c_str(), ring.status().to_string().c_str());
+    return nullptr;
+  }
+  m->ring_ = std::move(ring.value());
+  if (!file.empty()) ZW_INFO(kColl, "flight recorder of communicator '%s': %s", s.comm.c_str(), file.c_str());
+  if (k.straggler_window > 0 && s.size > 1 && s.store) {
+    m->window_ = std::min(static_cast<size_t>(k.straggler_window), kMaxWindow);
+    m->runs_.assign(2 * m->window_, 0);
+  }
+  MonitorService::instance().add(m);
+  return m;
+}
+
+CommMonitor::~CommMonitor() = default;
+
+void CommMonitor::on_start(const OpDesc& desc, uint64_t seq, uint64_t enqueue_ns, PathKind path) {
+  start_ns_ = now_ns();
+  seq_ = seq;
+  desc_ = desc;
+  bytes_ = op_bytes(desc, setup_.size);
+  OpFields f;
+  f.seq = seq;
+  f.coll_index = is_p2p(desc.kind) ? 0 : coll_index_++;
+  f.bytes = bytes_;
+  f.count = desc.count;
+  f.enqueue_ns = enqueue_ns;
+  f.start_ns = start_ns_;
+  f.kind = static_cast<uint8_t>(desc.kind);
+  f.algo = static_cast<uint8_t>(desc.algo);
+  f.dtype = static_cast<uint8_t>(desc.dtype);
+  f.redop = static_cast<uint8_t>(desc.op);
+  f.path = static_cast<uint8_t>(path);
+  f.root = desc.root;
+  record_ = ring_->begin(f);
+}
+
+void CommMonitor::on_finish(const Status& status) {
+  if (record_ == UINT64_MAX) return;
+  const uint64_t end = now_ns();
+  const uint64_t ns = end > start_ns_ ? end - start_ns_ : 0;
+  const bool failed = !status.ok();
+  ring_->finish(record_, end, failed ? OpState::kFailed : OpState::kDone, static_cast<uint16_t>(status.code()));
+  finished_seq_.store(seq_, std::memory_order_relaxed);
+  record_ = UINT64_MAX;
+  stats_.add(desc_.kind, desc_.algo, bytes_, ns, failed);
+  if (failed) {
+    if (!failed_) ring_->mark_failed(status.message());
+    failed_ = true;
+    return;
+  }
+  if (window_ == 0 || is_p2p(desc_.kind) || failed_) return;
+  runs_[cur_ * window_ + fill_] = static_cast<uint32_t>(std::min<uint64_t>(ns / 1000, UINT32_MAX));
+  if (++fill_ == window_) window_done();
+}
+
+// Hands a full buffer to the service thread (or drops the window when the service has not taken the last one).
+void CommMonitor::window_done() {
+  fill_ = 0;
+  const uint64_t index = windows_filled_++;
+  if (ready_.load(std::memory_order_acquire) >= 0) return;  // dropped: rank 0 skips it after kSkipAfter
+  ready_buf_ = cur_;
+  ready_.store(static_cast<int64_t>(index), std::memory_order_release);
+  cur_ ^= 1;
+}
+
+uint64_t CommMonitor::in_flight() const {
+  const uint64_t issued = ring_->header().last_enqueued.load(std::memory_order_relaxed);
+  const uint64_t done = finished_seq_.load(std::memory_order_relaxed);
+  return issued > done ? issued - done : 0;
+}
+
+std::string CommMonitor::label() const {
+  return setup_.generation == 0 ? setup_.comm : setup_.comm + "#" + std::to_string(setup_.generation);
+}
+
+StragglerVerdict CommMonitor::verdict() const {
+  std::lock_guard<std::mutex> lock(verdict_mutex_);
+  return verdict_;
+}
+
+std::string CommMonitor::window_key(uint64_t window, int rank) const {
+  return "monitor/straggler/" + std::to_string(window) + "/" + std::to_string(rank);
+}
+
+void CommMonitor::service_tick() {
+  if (window_ == 0) return;
+  const int64_t ready = ready_.load(std::memory_order_acquire);
+  if (ready >= 0) {
+    std::string value = encode_durations(&runs_[ready_buf_ * window_], window_);
+    ready_.store(-1, std::memory_order_release);
+    Status s = setup_.store->set(window_key(static_cast<uint64_t>(ready), setup_.rank), value);
+    if (!s.ok()) ZW_INFO(kColl, "straggler window %lld not published: %s", static_cast<long long>(ready), s.to_string().c_str());
+    published_ = ready;
+  }
+  if (setup_.rank == 0) {
+    log::set_thread_rank(setup_.rank);  // the verdict is rank 0's
+    judge_ready_windows();
+  }
+}
+
+void CommMonitor::judge_ready_windows() {
+  while (published_ >= 0 && next_judge_ <= static_cast<uint64_t>(published_)) {
+    std::vector<std::string> keys;
+    for (int r = 0; r < setup_.size; ++r) keys.push_back(window_key(next_judge_, r));
+    if (!setup_.store->wait(keys, kJudgeWait).ok()) {
+      if (static_cast<uint64_t>(published_) < next_judge_ + kSkipAfter) return;  // the others may still come
+      for (const std::string& key : keys) (void)setup_.store->del(key);
+      ++next_judge_;
+      continue;
+    }
+    std::vector<std::vector<uint32_t>> runs(static_cast<size_t>(setup_.size));
+    bool whole = true;
+    for (int r = 0; r < setup_.size; ++r) {
+      auto value = setup_.store->get(keys[static_cast<size_t>(r)], kJudgeWait);
+      whole = whole && value.ok() && decode_durations(value.value(), window_, &runs[static_cast<size_t>(r)]);
+      (void)setup_.store->del(keys[static_cast<size_t>(r)]);
+    }
+    const uint64_t window = next_judge_++;
+    if (!whole) continue;
+    const Knobs& k = knobs();
+    StragglerVerdict v = judge_window(runs, k.straggler_share, k.straggler_min_us * 1000.0);
+    v.window = window;
+    if (v.named >= 0) {
+      const size_t r = static_cast<size_t>(v.named);
+      ZW_WARN(kColl,
+              "straggler: rank %d (host %s, pid %d) arrived last at %.0f%% of the last %llu collectives of "
+              "communicator '%s', median %.2f ms behind the next-latest rank (ZW_STRAGGLER_WINDOW/_SHARE/_MIN_US)",
+              v.named, setup_.hosts[r].c_str(), setup_.pids[r], 100.0 * v.last_share[r],
+              static_cast<unsigned long long>(v.ops), label().c_str(), v.median_late_ns[r] / 1e6);
+    }
+    {
+      std::lock_guard<std::mutex> lock(verdict_mutex_);
+      verdict_ = std::move(v);
+    }
+    judged_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void CommMonitor::retire() { MonitorService::instance().retire(this); }
+
+}  // namespace zw::internal::monitor

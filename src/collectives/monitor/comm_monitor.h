@@ -1,0 +1,101 @@
+// collectives/monitor/comm_monitor.h — one communicator's monitoring: the always-on record ring, the aggregates,
+// the operations in flight, and its part of straggler detection. The communicator calls the hooks; the process's
+// monitor service (monitor_service.h) reads the state for the Prometheus endpoint and the JSON dump, and drives
+// the straggler exchange from its own thread.
+//
+// Threading: on_start/on_finish are called by the holder of the communicator's run token (one at a time, ordered
+// by the communicator's mutex); on_enqueue by any issuing thread; they allocate nothing and take no lock.
+// Readers (snapshot functions) may run on any thread. service_tick() is called by the service thread only.
+// Non-goals: device-memory operations launched on a stream (their records show the host side only).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "collectives/monitor/op_stats.h"
+#include "collectives/monitor/record_ring.h"
+#include "collectives/monitor/straggler.h"
+#include "collectives/op_desc.h"
+#include "zerowire/status.h"
+#include "zerowire/store.h"
+
+namespace zw::internal::monitor {
+
+// What a communicator tells its monitor at creation.
+struct MonitorSetup {
+  int rank = 0;
+  int size = 1;
+  uint32_t generation = 0;          // communicators of one name, in creation order
+  std::string comm;                 // communicator name
+  std::string transport;            // transport name
+  std::vector<std::string> hosts;   // [rank] host
+  std::vector<int> pids;            // [rank] pid
+  std::shared_ptr<Store> store;     // the communicator's own (prefixed) store, for the straggler exchange
+};
+
+class CommMonitor {
+ public:
+  // The monitor of a new communicator, registered with the process's monitor service; null when ZW_MONITOR=0 or
+  // the records cannot be allocated (logged: the communicator works without them).
+  static std::shared_ptr<CommMonitor> create(MonitorSetup setup);
+  ~CommMonitor();
+
+  // Hot path (see the threading note above).
+  void on_enqueue(uint64_t seq) { ring_->note_enqueued(seq); }
+  void on_start(const OpDesc& desc, uint64_t seq, uint64_t enqueue_ns, PathKind path);
+  void on_finish(const Status& status);
+
+  // The communicator is going away: a last dump, then unregistered from the service.
+  void retire();
+
+  const MonitorSetup& setup() const { return setup_; }
+  const RecordRing& ring() const { return *ring_; }
+  const OpStats& stats() const { return stats_; }
+  uint64_t in_flight() const;
+  // A label that tells this communicator apart in the process: "name", or "name#generation" after the first.
+  std::string label() const;
+  StragglerVerdict verdict() const;
+  uint64_t windows_judged() const { return judged_.load(std::memory_order_relaxed); }
+
+  // Service thread: publishes a full window of run times and, on rank 0, judges the windows every rank published.
+  void service_tick();
+
+ private:
+  explicit CommMonitor(MonitorSetup setup) : setup_(std::move(setup)) {}
+  void window_done();
+  void judge_ready_windows();
+  std::string window_key(uint64_t window, int rank) const;
+
+  MonitorSetup setup_;
+  std::unique_ptr<RecordRing> ring_;
+  OpStats stats_;
+  // Writer state (token holder).
+  uint64_t record_ = UINT64_MAX;  // ring index of the running operation
+  OpDesc desc_{};                 // its description, bytes and start
+  uint64_t bytes_ = 0;
+  uint64_t start_ns_ = 0;
+  uint64_t seq_ = 0;
+  uint64_t coll_index_ = 0;       // collectives started so far
+  std::atomic<uint64_t> finished_seq_{0};
+  // Straggler windows: two buffers of `window_` run times (µs); the writer fills one while the service reads the
+  // other. ready_ is the index of the window waiting in buffer ready_buf_ (-1: none).
+  size_t window_ = 0;
+  std::vector<uint32_t> runs_;    // 2 × window_
+  size_t fill_ = 0, cur_ = 0;
+  uint64_t windows_filled_ = 0;
+  std::atomic<int64_t> ready_{-1};
+  size_t ready_buf_ = 0;
+  bool failed_ = false;
+  // Service thread state.
+  int64_t published_ = -1;        // last window this rank published
+  uint64_t next_judge_ = 0;       // rank 0: next window to judge
+  std::atomic<uint64_t> judged_{0};
+  mutable std::mutex verdict_mutex_;
+  StragglerVerdict verdict_;      // rank 0: the last window judged
+};
+
+}  // namespace zw::internal::monitor

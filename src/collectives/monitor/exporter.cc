@@ -1,0 +1,239 @@
+// Prometheus text and JSON renderings of the monitors (see exporter.h).
+#include "collectives/monitor/exporter.h"
+
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+#include <functional>
+
+#include "collectives/monitor/comm_monitor.h"
+#include "common/clock.h"
+#include "common/socket.h"
+
+namespace zw::internal::monitor {
+namespace {
+
+constexpr size_t kJsonRecords = 64;  // records per communicator in the JSON
+
+std::string num(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+std::string escape(const std::string& s) {  // for label values and JSON strings alike
+  std::string out;
+  for (char c : s) {
+    if (c == '\\' || c == '"') out += '\\', out += c;
+    else if (c == '\n') out += "\\n";
+    else if (static_cast<unsigned char>(c) >= 32) out += c;
+  }
+  return out;
+}
+
+const char* state_name(uint8_t s) {
+  switch (static_cast<OpState>(s)) {
+    case OpState::kRunning: return "running";
+    case OpState::kDone: return "done";
+    case OpState::kFailed: return "failed";
+    case OpState::kEmpty: break;
+  }
+  return "empty";
+}
+
+std::string comm_labels(const CommMonitor& m) {
+  return "comm=\"" + escape(m.label()) + "\",rank=\"" + std::to_string(m.setup().rank) + "\"";
+}
+
+// One non-empty aggregate cell, with its labels.
+struct Cell {
+  const CommMonitor* m;
+  int kind, bucket;
+  const StatCell* c;
+  std::string labels;  // comm, rank, op, transport, algo, size_le_bytes
+};
+
+std::vector<Cell> cells_of(const std::vector<std::shared_ptr<CommMonitor>>& ms) {
+  std::vector<Cell> out;
+  for (const auto& m : ms)
+    for (int k = 0; k < kNumKinds; ++k)
+      for (int b = 0; b < kSizeBuckets; ++b) {
+        const StatCell& c = m->stats().cell(k, b);
+        if (c.count.load(std::memory_order_relaxed) == 0) continue;
+        std::string l = comm_labels(*m) + ",op=\"" + op_kind_name(static_cast<OpKind>(k)) + "\",transport=\"" +
+                        escape(m->setup().transport) + "\",algo=\"" +
+                        algo_name(static_cast<Algo>(c.algo.load(std::memory_order_relaxed))) +
+                        "\",size_le_bytes=\"" + std::to_string(size_bucket_bound(b)) + "\"";
+        out.push_back(Cell{m.get(), k, b, &c, std::move(l)});
+      }
+  return out;
+}
+
+void family(std::string& out, const char* name, const char* type, const char* help) {
+  out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void sample(std::string& out, const std::string& name, const std::string& labels, double v) {
+  out += name + "{" + labels + "} " + num(v) + "\n";
+}
+
+double seconds(uint64_t ns) { return static_cast<double>(ns) / 1e9; }
+
+void render_cells(std::string& out, const std::vector<Cell>& cells) {
+  using Get = std::function<double(const Cell&)>;
+  auto simple = [&](const char* name, const char* type, const char* help, const Get& get) {
+    family(out, name, type, help);
+    for (const Cell& c : cells) sample(out, name, c.labels, get(c));
+  };
+  auto ld = [](const std::atomic<uint64_t>& a) { return static_cast<double>(a.load(std::memory_order_relaxed)); };
+  simple("zerowire_operations_total", "counter", "Operations finished.", [&](const Cell& c) { return ld(c.c->count); });
+  simple("zerowire_operation_bytes_total", "counter", "Bytes moved by finished operations (nccl-tests size).",
+         [&](const Cell& c) { return ld(c.c->bytes); });
+  simple("zerowire_operation_errors_total", "counter", "Operations that failed.", [&](const Cell& c) { return ld(c.c->errors); });
+  auto algbw = [&](const Cell& c) {
+    const double t = ld(c.c->time_ns) / 1e9;
+    return t > 0 ? ld(c.c->bytes) / t : 0.0;
+  };
+  simple("zerowire_algbw_bytes_per_second", "gauge", "Algorithm bandwidth: bytes over run time, all operations of the cell.", algbw);
+  simple("zerowire_busbw_bytes_per_second", "gauge", "Bus bandwidth: algbw times nccl-tests' factor for the operation.",
+         [&](const Cell& c) { return algbw(c) * bus_factor(static_cast<OpKind>(c.kind), c.m->setup().size); });
+  family(out, "zerowire_operation_duration_seconds", "histogram", "Run time of operations (start to end).");
+  for (const Cell& c : cells) {
+    auto counts = c.c->latency.copy();
+    uint64_t cum = 0;
+    for (int k = 0; k < LatencyHistogram::kFinite; ++k) {
+      cum += counts[static_cast<size_t>(k)];
+      sample(out, "zerowire_operation_duration_seconds_bucket",
+             c.labels + ",le=\"" + num(seconds(LatencyHistogram::upper_ns(k))) + "\"", static_cast<double>(cum));
+    }
+    cum += counts[LatencyHistogram::kFinite];
+    sample(out, "zerowire_operation_duration_seconds_bucket", c.labels + ",le=\"+Inf\"", static_cast<double>(cum));
+    sample(out, "zerowire_operation_duration_seconds_sum", c.labels, ld(c.c->time_ns) / 1e9);
+    sample(out, "zerowire_operation_duration_seconds_count", c.labels, static_cast<double>(cum));
+  }
+  family(out, "zerowire_operation_duration_quantile_seconds", "gauge", "Run-time percentiles from the histogram.");
+  for (const Cell& c : cells) {
+    auto counts = c.c->latency.copy();
+    for (double q : {0.5, 0.9, 0.99})
+      sample(out, "zerowire_operation_duration_quantile_seconds", c.labels + ",quantile=\"" + num(q) + "\"",
+             LatencyHistogram::quantile_ns(counts, q) / 1e9);
+  }
+}
+
+void render_comms(std::string& out, const std::vector<std::shared_ptr<CommMonitor>>& ms) {
+  family(out, "zerowire_operations_in_flight", "gauge", "Operations issued and not finished.");
+  for (const auto& m : ms) sample(out, "zerowire_operations_in_flight", comm_labels(*m), static_cast<double>(m->in_flight()));
+  family(out, "zerowire_operations_issued_total", "counter", "Operations issued (the last sequence number).");
+  for (const auto& m : ms)
+    sample(out, "zerowire_operations_issued_total", comm_labels(*m),
+           static_cast<double>(m->ring().header().last_enqueued.load(std::memory_order_relaxed)));
+  family(out, "zerowire_current_operation_running_seconds", "gauge",
+         "How long the running operation has run (op=\"idle\" and 0 when none runs); seq is its sequence number.");
+  for (const auto& m : ms) {
+    OpFields f;
+    const bool busy = m->ring().running(&f);
+    const uint64_t now = now_ns();
+    std::string l = comm_labels(*m) + ",op=\"" + (busy ? op_kind_name(static_cast<OpKind>(f.kind)) : "idle") +
+                    "\",seq=\"" + std::to_string(busy ? f.seq : 0) + "\"";
+    sample(out, "zerowire_current_operation_running_seconds", l, busy && now > f.start_ns ? seconds(now - f.start_ns) : 0);
+  }
+  family(out, "zerowire_straggler_last_share", "gauge",
+         "Share of the last judged window's collectives this peer arrived last at (rank 0 judges).");
+  family(out, "zerowire_straggler_lateness_seconds", "gauge", "Median lateness behind the next-latest rank when last.");
+  family(out, "zerowire_straggler_named", "gauge", "1 for the rank named a straggler in the last judged window.");
+  for (const auto& m : ms) {
+    if (m->windows_judged() == 0) continue;
+    StragglerVerdict v = m->verdict();
+    for (size_t r = 0; r < v.last_share.size(); ++r) {
+      std::string l = comm_labels(*m) + ",peer_rank=\"" + std::to_string(r) + "\"";
+      sample(out, "zerowire_straggler_last_share", l, v.last_share[r]);
+      sample(out, "zerowire_straggler_lateness_seconds", l, v.median_late_ns[r] / 1e9);
+      sample(out, "zerowire_straggler_named", l, v.named == static_cast<int>(r) ? 1 : 0);
+    }
+  }
+}
+
+}  // namespace
+
+std::string render_prometheus(const std::vector<std::shared_ptr<CommMonitor>>& ms) {
+  std::string out;
+  render_cells(out, cells_of(ms));
+  render_comms(out, ms);
+  return out;
+}
+
+std::string record_json(const OpFields& f) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "{\"seq\":%" PRIu64 ",\"coll_index\":%" PRIu64 ",\"op\":\"%s\",\"algo\":\"%s\",\"dtype\":\"%s\","
+                "\"redop\":\"%s\",\"root\":%u,\"count\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"path\":\"%s\","
+                "\"state\":\"%s\",\"status\":\"%s\",\"enqueue_ns\":%" PRIu64 ",\"start_ns\":%" PRIu64
+                ",\"end_ns\":%" PRIu64 "}",
+                f.seq, f.coll_index, op_kind_name(static_cast<OpKind>(f.kind)), algo_name(static_cast<Algo>(f.algo)),
+                dtype_name(static_cast<DataType>(f.dtype)), reduce_op_name(static_cast<ReduceOp>(f.redop)), f.root,
+                f.count, f.bytes, f.path == static_cast<uint8_t>(PathKind::kDevice) ? "device" : "host",
+                state_name(f.state), code_name(static_cast<Code>(f.status)), f.enqueue_ns, f.start_ns, f.end_ns);
+  return buf;
+}
+
+std::string render_comm_json(const CommMonitor& m) {
+  const MonitorSetup& s = m.setup();
+  const RingHeader& h = m.ring().header();
+  std::string out = "{\"comm\":\"" + escape(m.label()) + "\",\"rank\":" + std::to_string(s.rank) +
+                    ",\"size\":" + std::to_string(s.size) + ",\"transport\":\"" + escape(s.transport) +
+                    "\",\"issued\":" + std::to_string(h.last_enqueued.load()) +
+                    ",\"in_flight\":" + std::to_string(m.in_flight()) + ",\"failed\":" +
+                    (h.failed.load() ? "\"" + escape(h.reason) + "\"" : std::string("null")) + ",\"flight_file\":\"" +
+                    escape(m.ring().file()) + "\",\"stats\":[";
+  bool first = true;
+  for (int k = 0; k < kNumKinds; ++k)
+    for (int b = 0; b < kSizeBuckets; ++b) {
+      const StatCell& c = m.stats().cell(k, b);
+      const uint64_t n = c.count.load(std::memory_order_relaxed);
+      if (n == 0) continue;
+      const double t = seconds(c.time_ns.load()), bytes = static_cast<double>(c.bytes.load());
+      const double algbw = t > 0 ? bytes / t : 0;
+      auto counts = c.latency.copy();
+      out += std::string(first ? "" : ",") + "{\"op\":\"" + op_kind_name(static_cast<OpKind>(k)) + "\",\"algo\":\"" +
+             algo_name(static_cast<Algo>(c.algo.load())) + "\",\"size_le_bytes\":" +
+             std::to_string(size_bucket_bound(b)) + ",\"count\":" + std::to_string(n) + ",\"bytes\":" + num(bytes) +
+             ",\"time_s\":" + num(t) + ",\"errors\":" + std::to_string(c.errors.load()) + ",\"algbw_Bps\":" +
+             num(algbw) + ",\"busbw_Bps\":" + num(algbw * bus_factor(static_cast<OpKind>(k), s.size)) +
+             ",\"p50_s\":" + num(LatencyHistogram::quantile_ns(counts, 0.5) / 1e9) + ",\"p90_s\":" +
+             num(LatencyHistogram::quantile_ns(counts, 0.9) / 1e9) + ",\"p99_s\":" +
+             num(LatencyHistogram::quantile_ns(counts, 0.99) / 1e9) + "}";
+      first = false;
+    }
+  out += "],\"straggler\":";
+  if (m.windows_judged() == 0) {
+    out += "null";
+  } else {
+    StragglerVerdict v = m.verdict();
+    out += "{\"window\":" + std::to_string(v.window) + ",\"ops\":" + std::to_string(v.ops) +
+           ",\"named\":" + std::to_string(v.named) + ",\"last_share\":[";
+    for (size_t r = 0; r < v.last_share.size(); ++r) out += (r ? "," : "") + num(v.last_share[r]);
+    out += "],\"median_late_s\":[";
+    for (size_t r = 0; r < v.median_late_ns.size(); ++r) out += (r ? "," : "") + num(v.median_late_ns[r] / 1e9);
+    out += "]}";
+  }
+  OpFields cur;
+  const bool busy = m.ring().running(&cur);
+  const uint64_t now = now_ns();
+  out += ",\"running\":" + (busy ? record_json(cur) : std::string("null")) + ",\"running_for_s\":" +
+         num(busy && now > cur.start_ns ? seconds(now - cur.start_ns) : 0) + ",\"records\":[";
+  std::vector<OpFields> recs = m.ring().snapshot();
+  const size_t from = recs.size() > kJsonRecords ? recs.size() - kJsonRecords : 0;
+  for (size_t i = from; i < recs.size(); ++i) out += (i > from ? "," : "") + record_json(recs[i]);
+  return out + "]}";
+}
+
+std::string render_process_json(const std::vector<std::string>& parts) {
+  std::string out = "{\"host\":\"" + escape(net::hostname()) + "\",\"pid\":" + std::to_string(getpid()) +
+                    ",\"time_unix_s\":" + num(static_cast<double>(std::time(nullptr))) + ",\"communicators\":[";
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? "," : "") + parts[i];
+  return out + "]}\n";
+}
+
+}  // namespace zw::internal::monitor

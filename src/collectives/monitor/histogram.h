@@ -1,0 +1,76 @@
+// collectives/monitor/histogram.h — a fixed-bucket latency histogram: half-octave buckets from 1 µs to ~134 s plus
+// an overflow bucket, counted with relaxed atomics (one writer, any number of readers), and percentiles read back
+// from the counts by interpolating inside a bucket. Non-goals: exact quantiles (a bucket is 41 % wide; the
+// interpolation is geometric), sub-microsecond resolution (everything under 1 µs shares the first bucket).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+
+namespace zw::internal::monitor {
+
+class LatencyHistogram {
+ public:
+  static constexpr int kFinite = 55;           // buckets with an upper bound: 1 µs · 2^(k/2), k = 0..54
+  static constexpr int kBuckets = kFinite + 1;  // and one above the last bound
+
+  // Upper bound of bucket k in nanoseconds (k < kFinite).
+  static uint64_t upper_ns(int k) { return bounds()[static_cast<size_t>(k)]; }
+  // The bucket of a duration.
+  static int bucket_of(uint64_t ns) {
+    const auto& b = bounds();
+    return static_cast<int>(std::lower_bound(b.begin(), b.end(), ns) - b.begin());
+  }
+
+  // Writer only (relaxed load + store: one writer, no read-modify-write needed).
+  void add(uint64_t ns) {
+    auto& c = counts_[static_cast<size_t>(bucket_of(ns))];
+    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  uint64_t count(int k) const { return counts_[static_cast<size_t>(k)].load(std::memory_order_relaxed); }
+  // Copies the counts (a reader's consistent-enough view).
+  std::array<uint64_t, kBuckets> copy() const {
+    std::array<uint64_t, kBuckets> out{};
+    for (int k = 0; k < kBuckets; ++k) out[static_cast<size_t>(k)] = count(k);
+    return out;
+  }
+
+  // The q-quantile (0 < q ≤ 1) in nanoseconds of a copy of the counts; 0 when empty.
+  static double quantile_ns(const std::array<uint64_t, kBuckets>& counts, double q) {
+    uint64_t total = 0;
+    for (uint64_t c : counts) total += c;
+    if (total == 0) return 0;
+    const double target = std::clamp(q, 0.0, 1.0) * static_cast<double>(total);
+    double below = 0;
+    for (int k = 0; k < kBuckets; ++k) {
+      const double c = static_cast<double>(counts[static_cast<size_t>(k)]);
+      if (c == 0 || below + c < target) {
+        below += c;
+        continue;
+      }
+      if (k == kFinite) return static_cast<double>(upper_ns(kFinite - 1));  // overflow: its lower bound
+      const double hi = static_cast<double>(upper_ns(k));
+      const double frac = std::clamp((target - below) / c, 0.0, 1.0);
+      if (k == 0) return hi * frac;                       // [0, 1 µs]: linear
+      const double lo = static_cast<double>(upper_ns(k - 1));
+      return lo * std::pow(hi / lo, frac);                // geometric inside the bucket
+    }
+    return static_cast<double>(upper_ns(kFinite - 1));
+  }
+
+ private:
+  static const std::array<uint64_t, kFinite>& bounds() {
+    static const std::array<uint64_t, kFinite> b = [] {
+      std::array<uint64_t, kFinite> out{};
+      for (int k = 0; k < kFinite; ++k) out[static_cast<size_t>(k)] = static_cast<uint64_t>(std::llround(1000.0 * std::exp2(k / 2.0)));
+      return out;
+    }();
+    return b;
+  }
+  std::array<std::atomic<uint64_t>, kBuckets> counts_{};
+};
+
+}  // namespace zw::internal::monitor

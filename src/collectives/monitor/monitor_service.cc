@@ -1,0 +1,202 @@
+// The monitoring thread: registry, HTTP endpoint, JSON dump, SIGUSR2, straggler ticks.
+#include "collectives/monitor/monitor_service.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "collectives/monitor/comm_monitor.h"
+#include "collectives/monitor/exporter.h"
+#include "common/knobs.h"
+#include "common/log.h"
+#include "common/socket.h"
+
+namespace zw::internal::monitor {
+namespace {
+
+constexpr int kTickMs = 50;              // the thread's poll period (straggler ticks, dump requests)
+constexpr auto kRequestTimeout = std::chrono::seconds(2);
+std::atomic<bool> g_dump_requested{false};
+
+void on_sigusr2(int) { g_dump_requested.store(true, std::memory_order_relaxed); }
+
+// This process's rank among the processes of its host, from the launcher's variables (0 when none says).
+int local_rank() {
+  if (knobs().local_rank >= 0) return static_cast<int>(knobs().local_rank);
+  for (const char* name : {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"})
+    if (const char* v = std::getenv(name)) return std::atoi(v);
+  return 0;
+}
+
+std::string expand_path(const std::string& pattern, int rank) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%' || i + 1 == pattern.size()) {
+      out += pattern[i];
+      continue;
+    }
+    const char c = pattern[++i];
+    if (c == 'r') out += std::to_string(rank);
+    else if (c == 'p') out += std::to_string(getpid());
+    else if (c == 'h') out += net::hostname();
+    else out += std::string("%") + c;
+  }
+  return out;
+}
+
+std::string http_response(int code, const char* reason, const char* type, const std::string& body) {
+  return "HTTP/1.0 " + std::to_string(code) + " " + reason + "\r\nContent-Type: " + type +
+         "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+}
+
+}  // namespace
+
+MonitorService& MonitorService::instance() {
+  static MonitorService service;
+  return service;
+}
+
+MonitorService::~MonitorService() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+  if (listen_fd_ >= 0) close(listen_fd_);
+}
+
+void MonitorService::add(const std::shared_ptr<CommMonitor>& m) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  monitors_.push_back(m);
+  start_locked();
+}
+
+void MonitorService::start_locked() {
+  if (thread_.joinable()) return;
+  open_endpoint();
+  if (!knobs().metrics_dump.empty()) {
+    struct sigaction old{};
+    if (sigaction(SIGUSR2, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+      struct sigaction sa{};
+      sa.sa_handler = on_sigusr2;
+      sigemptyset(&sa.sa_mask);
+      sa.sa_flags = SA_RESTART;
+      sigaction(SIGUSR2, &sa, nullptr);
+    }
+  }
+  thread_ = std::thread([this] { loop(); });
+}
+
+void MonitorService::open_endpoint() {
+  const Knobs& k = knobs();
+  if (k.metrics_port <= 0) return;
+  const int port = static_cast<int>(k.metrics_port) + local_rank();
+  uint16_t bound = 0;
+  auto fd = net::listen_tcp(net::HostPort{k.metrics_addr, static_cast<uint16_t>(port)}, 16, &bound);
+  if (!fd.ok()) {
+    ZW_WARN(kColl, "metrics endpoint not started: %s (ZW_METRICS_PORT=%lld + local rank %d; choose a free port)",
+            fd.status().to_string().c_str(), static_cast<long long>(k.metrics_port), local_rank());
+    return;
+  }
+  listen_fd_ = fd.value().release();
+  port_.store(bound);
+  ZW_INFO(kColl, "metrics endpoint: http://%s:%d/metrics", k.metrics_addr.c_str(), bound);
+}
+
+std::vector<std::shared_ptr<CommMonitor>> MonitorService::live() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return monitors_;
+}
+
+void MonitorService::retire(const CommMonitor* m) {
+  std::shared_ptr<CommMonitor> keep;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = monitors_.begin(); it != monitors_.end(); ++it) {
+      if (it->get() != m) continue;
+      keep = *it;
+      monitors_.erase(it);
+      break;
+    }
+    if (keep && !knobs().metrics_dump.empty()) retired_json_.push_back(render_comm_json(*keep));
+  }
+  if (keep) write_dump();
+}
+
+std::string MonitorService::prometheus() { return render_prometheus(live()); }
+
+std::string MonitorService::json() {
+  std::vector<std::string> parts;
+  for (const auto& m : live()) parts.push_back(render_comm_json(*m));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    parts.insert(parts.begin(), retired_json_.begin(), retired_json_.end());
+  }
+  return render_process_json(parts);
+}
+
+std::string MonitorService::write_dump() {
+  const std::string& pattern = knobs().metrics_dump;
+  if (pattern.empty()) return "";
+  int rank = 0;
+  if (auto ms = live(); !ms.empty()) rank = ms.front()->setup().rank;
+  else rank = static_cast<int>(std::max<int64_t>(knobs().rank, 0));
+  const std::string path = expand_path(pattern, rank), tmp = path + ".tmp";
+  const std::string body = json();
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  bool ok = f && std::fwrite(body.data(), 1, body.size(), f) == body.size();
+  if (f) ok = (std::fclose(f) == 0) && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    ZW_WARN(kColl, "metrics dump to %s failed: %s (check ZW_METRICS_DUMP)", path.c_str(), std::strerror(errno));
+    return "";
+  }
+  return path;
+}
+
+void MonitorService::serve_one(int fd) {
+  net::Fd conn(fd);
+  std::string request;
+  char buf[2048];
+  const Deadline deadline = Deadline::after(kRequestTimeout);
+  while (request.find("\r\n\r\n") == std::string::npos && request.find("\n\n") == std::string::npos &&
+         request.size() < 16384 && !deadline.expired()) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, deadline.remaining_ms()) <= 0) break;
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    request.append(buf, static_cast<size_t>(n));
+  }
+  std::string path;
+  if (request.rfind("GET ", 0) == 0) path = request.substr(4, request.find(' ', 4) - 4);
+  std::string reply;
+  if (path == "/metrics") reply = http_response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", prometheus());
+  else if (path == "/metrics.json") reply = http_response(200, "OK", "application/json", json());
+  else if (path.empty()) reply = http_response(400, "Bad Request", "text/plain", "only GET is served\n");
+  else reply = http_response(404, "Not Found", "text/plain", "try /metrics or /metrics.json\n");
+  (void)net::send_all(fd, reply.data(), reply.size(), Deadline::after(kRequestTimeout), "metrics client");
+}
+
+void MonitorService::loop() {
+  log::set_thread_rank(-1);
+  while (!stop_.load()) {
+    if (listen_fd_ >= 0) {
+      pollfd p{listen_fd_, POLLIN, 0};
+      if (poll(&p, 1, kTickMs) > 0) {
+        int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd >= 0) serve_one(fd);
+      }
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(kTickMs));
+    }
+    for (const auto& m : live()) m->service_tick();
+    if (g_dump_requested.exchange(false)) {
+      std::string path = write_dump();
+      if (!path.empty()) ZW_WARN(kColl, "metrics dumped to %s (SIGUSR2)", path.c_str());
+    }
+  }
+}
+
+}  // namespace zw::internal::monitor

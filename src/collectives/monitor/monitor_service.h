@@ -1,0 +1,57 @@
+// collectives/monitor/monitor_service.h — the process's monitoring thread: it knows every live communicator's
+// monitor, serves the Prometheus text endpoint (ZW_METRICS_PORT; a small HTTP/1.0 server bound to ZW_METRICS_ADDR),
+// writes the JSON dump (ZW_METRICS_DUMP) when a communicator ends and on SIGUSR2, and drives the straggler
+// exchange of each monitor.
+//
+// The thread starts with the first communicator and stops at process exit. Threading: add/retire/render are
+// thread-safe (one mutex, never taken on an operation's hot path). Non-goals: HTTP keep-alive, TLS, pushing to a
+// gateway, anything but GET.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace zw::internal::monitor {
+
+class CommMonitor;
+
+class MonitorService {
+ public:
+  static MonitorService& instance();
+  ~MonitorService();
+
+  void add(const std::shared_ptr<CommMonitor>& m);
+  // Writes the dump with `m`'s final state (when ZW_METRICS_DUMP is set), then forgets `m`.
+  void retire(const CommMonitor* m);
+
+  // The endpoint's texts, from the live monitors (and, for JSON, the final state of retired ones).
+  std::string prometheus();
+  std::string json();
+  // Writes the JSON dump to the ZW_METRICS_DUMP path now; returns the path ("" when the knob is empty or the write
+  // failed, logged).
+  std::string write_dump();
+  // The port the endpoint listens on (0: none).
+  int port() const { return port_.load(); }
+
+ private:
+  MonitorService() = default;
+  void start_locked();
+  void loop();
+  void open_endpoint();
+  void serve_one(int fd);
+  std::vector<std::shared_ptr<CommMonitor>> live();
+
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<CommMonitor>> monitors_;
+  std::vector<std::string> retired_json_;  // final JSON objects of communicators that ended
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> port_{0};
+  int listen_fd_ = -1;
+};
+
+}  // namespace zw::internal::monitor

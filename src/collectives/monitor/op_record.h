@@ -1,0 +1,86 @@
+// collectives/monitor/op_record.h — the fixed-size record every operation leaves, and the header of the ring that
+// holds a communicator's last records. The layout is a file format too: with ZW_FLIGHT_DIR set the ring lives in
+// a memory-mapped file that outlives a killed process, and tools/zw_flight reads it (keep the two in step; bump
+// kRingVersion on any change).
+//
+// Every field is a relaxed atomic word so that a reader may copy a slot while its single writer updates it; the
+// slot's `version` is a seqlock (odd while a write is in progress), which tells a reader whether its copy is whole.
+// Non-goals: variable-size data (descriptions are rebuilt from the numeric fields), wall-clock ordering across
+// hosts (times are this host's CLOCK_MONOTONIC; the header holds one realtime/monotonic pair to convert them).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace zw::internal::monitor {
+
+inline constexpr char kRingMagic[8] = {'Z', 'W', 'F', 'L', 'I', 'G', 'H', 'T'};
+inline constexpr uint32_t kRingVersion = 1;
+
+// Where an operation is in its life.
+enum class OpState : uint8_t { kEmpty = 0, kRunning = 1, kDone = 2, kFailed = 3 };
+
+// The numeric fields of one record, as a reader sees them after a consistent copy.
+struct OpFields {
+  uint64_t seq = 0;          // queue sequence number on this communicator (every operation, from 1)
+  uint64_t coll_index = 0;   // collectives run before this one (the same on every rank); p2p batches: not counted
+  uint64_t bytes = 0;        // bytes the operation moves in nccl-tests' terms (busbw = bytes/time x factor)
+  uint64_t count = 0;        // element count as passed by the caller
+  uint64_t enqueue_ns = 0;   // CLOCK_MONOTONIC when the caller issued it
+  uint64_t start_ns = 0;     // when it started running
+  uint64_t end_ns = 0;       // when it finished (0 while running)
+  uint8_t kind = 0;          // OpKind
+  uint8_t algo = 0;          // Algo
+  uint8_t dtype = 0;         // DataType
+  uint8_t redop = 0;         // ReduceOp
+  uint8_t state = 0;         // OpState
+  uint16_t status = 0;       // zw::Code of the result (0: ok)
+  uint8_t path = 0;          // PathKind
+  uint32_t root = 0;         // root rank of broadcast/reduce
+};
+
+// Which way the bytes went: the host transport, or a device-memory engine.
+enum class PathKind : uint8_t { kHost = 0, kDevice = 1 };
+
+// One slot: 12 words (96 bytes). Word 0 is the seqlock; the rest pack OpFields.
+struct RecordSlot {
+  std::atomic<uint64_t> version;  // odd: being written
+  std::atomic<uint64_t> seq;
+  std::atomic<uint64_t> coll_index;
+  std::atomic<uint64_t> bytes;
+  std::atomic<uint64_t> count;
+  std::atomic<uint64_t> enqueue_ns;
+  std::atomic<uint64_t> start_ns;
+  std::atomic<uint64_t> end_ns;
+  std::atomic<uint64_t> packed;  // kind | algo<<8 | dtype<<16 | redop<<24 | state<<32 | status<<40 (16 bits) | path<<56
+  std::atomic<uint64_t> root;
+  std::atomic<uint64_t> reserved[2];
+};
+static_assert(sizeof(RecordSlot) == 96, "RecordSlot is a file format: 12 little-endian 64-bit words");
+
+// The ring's header (512 bytes), followed by `capacity` slots. Text fields are NUL-terminated.
+struct RingHeader {
+  char magic[8];                        // kRingMagic
+  uint32_t version;                     // kRingVersion
+  uint32_t header_bytes;                // sizeof(RingHeader)
+  uint32_t slot_bytes;                  // sizeof(RecordSlot)
+  uint32_t capacity;                    // slots (a power of two)
+  int32_t rank;                         // this rank in the communicator
+  int32_t size;                         // world size
+  int32_t pid;                          // this process
+  uint32_t generation;                  // communicators of one name are numbered in creation order
+  uint64_t realtime_ns;                 // CLOCK_REALTIME at creation ...
+  uint64_t monotonic_ns;                // ... and CLOCK_MONOTONIC at the same moment
+  std::atomic<uint64_t> written;        // records started so far (the next slot is written % capacity)
+  std::atomic<uint64_t> last_enqueued;  // sequence number of the last operation issued
+  std::atomic<uint64_t> failed;         // 1 once the communicator failed (reason below)
+  std::atomic<uint64_t> heartbeat_ns;   // CLOCK_MONOTONIC of the last record written
+  char host[64];                        // this host
+  char comm[64];                        // communicator name
+  char transport[16];                   // transport name
+  char reason[256];                     // the first failure, as its error message (truncated)
+  char pad[24];
+};
+static_assert(sizeof(RingHeader) == 512, "RingHeader is a file format of 512 bytes");
+
+}  // namespace zw::internal::monitor

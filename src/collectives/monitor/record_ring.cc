@@ -1,0 +1,192 @@
+// The record ring: storage (anonymous or a mapped file), the seqlock writer and the copying reader.
+#include "collectives/monitor/record_ring.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+namespace zw::internal::monitor {
+namespace {
+
+size_t round_up_pow2(size_t n) {
+  size_t p = 16;
+  while (p < n && p < (size_t{1} << 24)) p <<= 1;
+  return p;
+}
+
+void copy_text(char* dst, size_t cap, const std::string& text) {
+  size_t n = std::min(cap - 1, text.size());
+  std::memcpy(dst, text.data(), n);
+  dst[n] = '\0';
+}
+
+uint64_t clock_ns(clockid_t id) {
+  timespec ts{};
+  clock_gettime(id, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace
+
+uint64_t pack_fields(const OpFields& f) {
+  return uint64_t(f.kind) | uint64_t(f.algo) << 8 | uint64_t(f.dtype) << 16 | uint64_t(f.redop) << 24 |
+         uint64_t(f.state) << 32 | uint64_t(f.status) << 40 | uint64_t(f.path) << 56;
+}
+
+void unpack_fields(uint64_t p, OpFields* f) {
+  f->kind = uint8_t(p);
+  f->algo = uint8_t(p >> 8);
+  f->dtype = uint8_t(p >> 16);
+  f->redop = uint8_t(p >> 24);
+  f->state = uint8_t(p >> 32);
+  f->status = uint16_t(p >> 40);
+  f->path = uint8_t(p >> 56);
+}
+
+Result<std::unique_ptr<RecordRing>> RecordRing::create(size_t capacity, const RingIdentity& who,
+                                                       const std::string& file) {
+  std::unique_ptr<RecordRing> ring(new RecordRing());
+  ring->capacity_ = round_up_pow2(capacity);
+  const size_t bytes = sizeof(RingHeader) + ring->capacity_ * sizeof(RecordSlot);
+  void* p = MAP_FAILED;
+  if (file.empty()) {
+    p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return Status(Code::kOutOfMemory, "rank " + std::to_string(who.rank) + ": cannot map " + std::to_string(bytes) +
+                                            " bytes for the operation records: " + std::strerror(errno) +
+                                            " (lower ZW_MONITOR_RECORDS)");
+  } else {
+    int fd = open(file.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      std::string why = std::strerror(errno);
+      if (fd >= 0) close(fd);
+      return Status(Code::kSystem, "rank " + std::to_string(who.rank) + ": cannot create the flight-recorder file " +
+                                        file + ": " + why + " (check ZW_FLIGHT_DIR exists and is writable)");
+    }
+    p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    std::string why = p == MAP_FAILED ? std::strerror(errno) : "";
+    close(fd);
+    if (p == MAP_FAILED)
+      return Status(Code::kSystem, "rank " + std::to_string(who.rank) + ": cannot map the flight-recorder file " +
+                                        file + ": " + why);
+    ring->file_ = file;
+  }
+  std::memset(p, 0, sizeof(RingHeader));  // a fresh file or anonymous memory is zero already past the header
+  ring->base_ = p;
+  ring->mapped_bytes_ = bytes;
+  ring->header_ = static_cast<RingHeader*>(p);
+  ring->slots_ = reinterpret_cast<RecordSlot*>(static_cast<char*>(p) + sizeof(RingHeader));
+  RingHeader& h = *ring->header_;
+  std::memcpy(h.magic, kRingMagic, sizeof h.magic);
+  h.version = kRingVersion;
+  h.header_bytes = sizeof(RingHeader);
+  h.slot_bytes = sizeof(RecordSlot);
+  h.capacity = static_cast<uint32_t>(ring->capacity_);
+  h.rank = who.rank;
+  h.size = who.size;
+  h.pid = static_cast<int32_t>(getpid());
+  h.generation = who.generation;
+  h.realtime_ns = clock_ns(CLOCK_REALTIME);
+  h.monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+  copy_text(h.host, sizeof h.host, who.host);
+  copy_text(h.comm, sizeof h.comm, who.comm);
+  copy_text(h.transport, sizeof h.transport, who.transport);
+  return ring;
+}
+
+RecordRing::~RecordRing() {
+  if (base_) munmap(base_, mapped_bytes_);
+}
+
+uint64_t RecordRing::begin(const OpFields& f) {
+  const uint64_t index = header_->written.load(std::memory_order_relaxed);
+  RecordSlot& s = slots_[index & (capacity_ - 1)];
+  const uint64_t v = s.version.load(std::memory_order_relaxed);
+  s.version.store(v + 1, std::memory_order_relaxed);  // odd: readers skip the slot
+  std::atomic_thread_fence(std::memory_order_release);
+  s.seq.store(f.seq, std::memory_order_relaxed);
+  s.coll_index.store(f.coll_index, std::memory_order_relaxed);
+  s.bytes.store(f.bytes, std::memory_order_relaxed);
+  s.count.store(f.count, std::memory_order_relaxed);
+  s.enqueue_ns.store(f.enqueue_ns, std::memory_order_relaxed);
+  s.start_ns.store(f.start_ns, std::memory_order_relaxed);
+  s.end_ns.store(0, std::memory_order_relaxed);
+  OpFields g = f;
+  g.state = static_cast<uint8_t>(OpState::kRunning);
+  s.packed.store(pack_fields(g), std::memory_order_relaxed);
+  s.root.store(f.root, std::memory_order_relaxed);
+  s.version.store(v + 2, std::memory_order_release);
+  header_->written.store(index + 1, std::memory_order_release);
+  header_->heartbeat_ns.store(f.start_ns, std::memory_order_relaxed);
+  current_ = index;
+  return index;
+}
+
+void RecordRing::finish(uint64_t index, uint64_t end_ns, OpState state, uint16_t status) {
+  RecordSlot& s = slots_[index & (capacity_ - 1)];
+  const uint64_t v = s.version.load(std::memory_order_relaxed);
+  s.version.store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  s.end_ns.store(end_ns, std::memory_order_relaxed);
+  uint64_t packed = s.packed.load(std::memory_order_relaxed);
+  packed = (packed & ~(uint64_t{0xFFFFFF} << 32)) | uint64_t(state) << 32 | uint64_t(status) << 40;
+  s.packed.store(packed, std::memory_order_relaxed);
+  s.version.store(v + 2, std::memory_order_release);
+  header_->heartbeat_ns.store(end_ns, std::memory_order_relaxed);
+  current_ = UINT64_MAX;
+}
+
+void RecordRing::mark_failed(const std::string& reason) {
+  if (header_->failed.load(std::memory_order_relaxed) != 0) return;
+  copy_text(header_->reason, sizeof header_->reason, reason);
+  header_->failed.store(1, std::memory_order_release);
+  if (!file_.empty()) msync(base_, mapped_bytes_, MS_ASYNC);
+}
+
+bool RecordRing::read_slot(size_t i, OpFields* out) const {
+  const RecordSlot& s = slots_[i & (capacity_ - 1)];
+  const uint64_t v1 = s.version.load(std::memory_order_acquire);
+  if (v1 == 0 || (v1 & 1)) return false;
+  OpFields f;
+  f.seq = s.seq.load(std::memory_order_relaxed);
+  f.coll_index = s.coll_index.load(std::memory_order_relaxed);
+  f.bytes = s.bytes.load(std::memory_order_relaxed);
+  f.count = s.count.load(std::memory_order_relaxed);
+  f.enqueue_ns = s.enqueue_ns.load(std::memory_order_relaxed);
+  f.start_ns = s.start_ns.load(std::memory_order_relaxed);
+  f.end_ns = s.end_ns.load(std::memory_order_relaxed);
+  unpack_fields(s.packed.load(std::memory_order_relaxed), &f);
+  f.root = static_cast<uint32_t>(s.root.load(std::memory_order_relaxed));
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (s.version.load(std::memory_order_relaxed) != v1) return false;
+  *out = f;
+  return true;
+}
+
+std::vector<OpFields> RecordRing::snapshot() const {
+  const uint64_t written = header_->written.load(std::memory_order_acquire);
+  const uint64_t first = written > capacity_ ? written - capacity_ : 0;
+  std::vector<OpFields> out;
+  out.reserve(static_cast<size_t>(written - first));
+  for (uint64_t i = first; i < written; ++i) {
+    OpFields f;
+    if (read_slot(static_cast<size_t>(i), &f)) out.push_back(f);
+  }
+  return out;
+}
+
+bool RecordRing::running(OpFields* out) const {
+  const uint64_t written = header_->written.load(std::memory_order_acquire);
+  if (written == 0) return false;
+  OpFields f;
+  if (!read_slot(static_cast<size_t>(written - 1), &f) || f.state != static_cast<uint8_t>(OpState::kRunning))
+    return false;
+  *out = f;
+  return true;
+}
+
+}  // namespace zw::internal::monitor

@@ -1,0 +1,108 @@
+// Monitoring through real communicators (ranks as threads over an in-memory store): every operation leaves a
+// record, the aggregates count what ran, a failed operation marks the records, and the Prometheus text and JSON
+// say so. The process-level service holds every live communicator, so each test looks at its own communicator
+// name only.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "collectives/monitor/monitor_service.h"
+#include "harness.h"
+
+namespace zw {
+namespace {
+
+using internal::monitor::MonitorService;
+
+// The value of the one sample of `family` whose labels contain every one of `has`; -1 when none, -2 when several.
+double sample_value(const std::string& text, const std::string& family, const std::vector<std::string>& has) {
+  double found = -1;
+  size_t at = 0;
+  while ((at = text.find(family + "{", at)) != std::string::npos) {
+    const size_t eol = text.find('\n', at);
+    const std::string line = text.substr(at, eol - at);
+    at = eol;
+    bool all = true;
+    for (const std::string& h : has) all = all && line.find(h) != std::string::npos;
+    if (!all) continue;
+    if (found != -1) return -2;
+    found = std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return found;
+}
+
+TEST(MonitorComm, OperationsAreCountedPerOpAndSizeWithBusBandwidth) {
+  CommConfig config;
+  config.name = "mon-count";
+  std::vector<std::string> texts(2), jsons(2);
+  test::run_ranks(2, config, [&](int r, Communicator& c) {
+    std::vector<float> in(1024, 1.0f), out(2048);
+    for (int i = 0; i < 10; ++i) {
+      auto w = all_gather(c, {MemRef::host(in.data(), 4096), MemRef::host(out.data(), 8192), 1024, DataType::kFloat32});
+      ASSERT_TRUE(w.ok());
+      ASSERT_TRUE(w->wait().ok());
+    }
+    for (int i = 0; i < 3; ++i) {
+      auto w = all_reduce(c, {MemRef::host(in.data(), 400), MemRef::host(out.data(), 400), 100, DataType::kFloat32});
+      ASSERT_TRUE(w.ok());
+      ASSERT_TRUE(w->wait().ok());
+    }
+    auto b = barrier(c);
+    ASSERT_TRUE(b.ok() && b->wait().ok());
+    if (r == 0) {  // after the barrier both ranks finished their 13 operations
+      texts[0] = MonitorService::instance().prometheus();
+      jsons[0] = MonitorService::instance().json();
+    }
+    auto b2 = barrier(c);
+    ASSERT_TRUE(b2.ok() && b2->wait().ok());
+  });
+  const std::string& t = texts[0];
+  for (int r = 0; r < 2; ++r) {
+    const std::string rank = "rank=\"" + std::to_string(r) + "\"";
+    EXPECT_EQ(sample_value(t, "zerowire_operations_total",
+                           {"comm=\"mon-count\"", rank, "op=\"all_gather\"", "size_le_bytes=\"8192\""}), 10) << t;
+    EXPECT_EQ(sample_value(t, "zerowire_operation_bytes_total",
+                           {"comm=\"mon-count\"", rank, "op=\"all_gather\"", "size_le_bytes=\"8192\""}), 81920);
+    EXPECT_EQ(sample_value(t, "zerowire_operations_total",
+                           {"comm=\"mon-count\"", rank, "op=\"all_reduce\"", "size_le_bytes=\"512\""}), 3);
+    EXPECT_EQ(sample_value(t, "zerowire_operation_duration_seconds_count",
+                           {"comm=\"mon-count\"", rank, "op=\"all_reduce\""}), 3);
+    EXPECT_EQ(sample_value(t, "zerowire_operation_errors_total", {"comm=\"mon-count\"", rank, "op=\"all_gather\""}), 0);
+    const double alg = sample_value(t, "zerowire_algbw_bytes_per_second", {"comm=\"mon-count\"", rank, "op=\"all_gather\""});
+    const double bus = sample_value(t, "zerowire_busbw_bytes_per_second", {"comm=\"mon-count\"", rank, "op=\"all_gather\""});
+    EXPECT_GT(alg, 0);
+    EXPECT_NEAR(bus, alg * 0.5, alg * 1e-6);  // all_gather over 2 ranks: (n-1)/n
+    // Rank 0 took the text between the barriers: nothing of its own in flight (rank 1 may have issued the next).
+    if (r == 0) EXPECT_EQ(sample_value(t, "zerowire_operations_in_flight", {"comm=\"mon-count\"", rank}), 0);
+  }
+  EXPECT_NE(jsons[0].find("\"comm\":\"mon-count\""), std::string::npos);
+  EXPECT_NE(jsons[0].find("\"op\":\"all_gather\",\"algo\""), std::string::npos);
+  EXPECT_NE(jsons[0].find("\"state\":\"done\""), std::string::npos);
+}
+
+TEST(MonitorComm, AFailedOperationIsRecordedAsFailedWithItsCode) {
+  CommConfig config;
+  config.name = "mon-fail";
+  config.timeout_s = 5;
+  std::string text, json;
+  test::run_ranks(2, config, [&](int r, Communicator& c) {
+    std::vector<float> in(16, 1.0f), out(32);
+    // Rank 1 issues an all_reduce, rank 0 an all_gather: a desync, each names the other.
+    auto w = r == 0 ? all_gather(c, {MemRef::host(in.data(), 64), MemRef::host(out.data(), 128), 16, DataType::kFloat32})
+                    : all_reduce(c, {MemRef::host(in.data(), 64), MemRef::host(out.data(), 64), 16, DataType::kFloat32});
+    ASSERT_TRUE(w.ok());
+    EXPECT_FALSE(w->wait().ok());
+    if (r == 0) {
+      text = MonitorService::instance().prometheus();
+      json = MonitorService::instance().json();
+    }
+  });
+  EXPECT_EQ(sample_value(text, "zerowire_operation_errors_total", {"comm=\"mon-fail\"", "rank=\"0\"", "op=\"all_gather\""}), 1)
+      << text;
+  EXPECT_NE(json.find("\"state\":\"failed\""), std::string::npos) << json;
+}
+
+}  // namespace
+}  // namespace zw

@@ -1,0 +1,88 @@
+// A rank process for the monitoring tests: joins the communicator described by the environment (as zwrun sets it)
+// and runs collectives, with faults to inject.
+//   zw_monitor_probe [--ops N] [--op all_gather|all_reduce] [--bytes B] [--delay-rank R --delay-ms MS]
+//                    [--hold-file PATH] [--die-rank R --die-at I --die stop|kill]
+// --delay-rank sleeps MS before each operation on rank R (a straggler); --hold-file keeps the communicator alive
+// after the operations until PATH exists (so a test can scrape the endpoint); --die-rank raises SIGSTOP or SIGKILL
+// on rank R before operation I (the flight-recorder tests). Exit codes: 0 done, 3 an operation failed (its error
+// on stderr), 5 set-up failed or bad arguments.
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "zerowire/communicator.h"
+
+namespace {
+
+struct Args {
+  int ops = 100;
+  std::string op = "all_gather";
+  size_t bytes = 4096;  // per rank
+  int delay_rank = -1, delay_ms = 0;
+  std::string hold_file;
+  int die_rank = -1, die_at = 0;
+  int die_signal = SIGKILL;
+};
+
+bool parse(int argc, char** argv, Args* a) {
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    if (i + 1 >= argc) return false;
+    std::string v = argv[++i];
+    if (k == "--ops") a->ops = std::atoi(v.c_str());
+    else if (k == "--op") a->op = v;
+    else if (k == "--bytes") a->bytes = std::strtoull(v.c_str(), nullptr, 10);
+    else if (k == "--delay-rank") a->delay_rank = std::atoi(v.c_str());
+    else if (k == "--delay-ms") a->delay_ms = std::atoi(v.c_str());
+    else if (k == "--hold-file") a->hold_file = v;
+    else if (k == "--die-rank") a->die_rank = std::atoi(v.c_str());
+    else if (k == "--die-at") a->die_at = std::atoi(v.c_str());
+    else if (k == "--die") a->die_signal = v == "stop" ? SIGSTOP : SIGKILL;
+    else return false;
+  }
+  return a->op == "all_gather" || a->op == "all_reduce";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  if (!parse(argc, argv, &a)) {
+    std::fprintf(stderr, "usage: see the header of monitor_probe_main.cc\n");
+    return 5;
+  }
+  auto comm = zw::Communicator::create_from_environment();
+  if (!comm.ok()) {
+    std::fprintf(stderr, "setup failed: %s\n", comm.status().to_string().c_str());
+    return 5;
+  }
+  zw::Communicator& c = *comm.value();
+  const size_t count = std::max<size_t>(a.bytes / 4, 1);
+  std::vector<float> in(count, 1.0f), out(count * static_cast<size_t>(c.size()));
+  for (int i = 0; i < a.ops; ++i) {
+    if (c.rank() == a.die_rank && i == a.die_at) std::raise(a.die_signal);
+    if (c.rank() == a.delay_rank) std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
+    const zw::MemRef src = zw::MemRef::host(in.data(), count * 4);
+    auto w = a.op == "all_gather"
+                 ? zw::all_gather(c, {src, zw::MemRef::host(out.data(), out.size() * 4), count, zw::DataType::kFloat32})
+                 : zw::all_reduce(c, {src, zw::MemRef::host(out.data(), count * 4), count, zw::DataType::kFloat32});
+    zw::Status s = w.ok() ? w->wait() : w.status();
+    if (!s.ok()) {
+      std::fprintf(stderr, "rank %d operation %d: %s\n", c.rank(), i, s.to_string().c_str());
+      return 3;
+    }
+  }
+  if (!a.hold_file.empty()) {
+    std::printf("holding until %s exists\n", a.hold_file.c_str());
+    std::fflush(stdout);
+    while (access(a.hold_file.c_str(), F_OK) != 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return 0;
+}

@@ -1,0 +1,234 @@
+// Unit tests of the monitoring pieces: the record ring (order, wrap-around, a reader racing the writer, the
+// flight-recorder file), the latency histogram's percentiles, the aggregates' size buckets and nccl-tests factors,
+// and the straggler judgement.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "collectives/monitor/histogram.h"
+#include "collectives/monitor/op_stats.h"
+#include "collectives/monitor/record_ring.h"
+#include "collectives/monitor/straggler.h"
+
+namespace zw::internal::monitor {
+namespace {
+
+OpFields op(uint64_t seq) {
+  OpFields f;
+  f.seq = seq;
+  f.coll_index = seq - 1;
+  f.bytes = seq * 10;
+  f.count = seq;
+  f.enqueue_ns = seq * 100;
+  f.start_ns = seq * 100 + 5;
+  f.kind = static_cast<uint8_t>(OpKind::kAllReduce);
+  f.algo = static_cast<uint8_t>(Algo::kTree);
+  f.dtype = static_cast<uint8_t>(DataType::kBFloat16);
+  f.redop = static_cast<uint8_t>(ReduceOp::kMax);
+  f.root = 3;
+  return f;
+}
+
+RingIdentity who() { return RingIdentity{2, 4, 1, "hostx", "comm-a", "shm"}; }
+
+TEST(RecordRing, KeepsTheLastRecordsInOrderAcrossWrapAround) {
+  auto ring = RecordRing::create(16, who(), "");
+  ASSERT_TRUE(ring.ok()) << ring.status().to_string();
+  RecordRing& r = *ring.value();
+  EXPECT_EQ(r.capacity(), 16u);
+  EXPECT_TRUE(r.snapshot().empty());
+  for (uint64_t s = 1; s <= 40; ++s) {
+    uint64_t i = r.begin(op(s));
+    if (s < 40) r.finish(i, s * 100 + 50, s == 39 ? OpState::kFailed : OpState::kDone, s == 39 ? 202 : 0);
+  }
+  auto recs = r.snapshot();
+  ASSERT_EQ(recs.size(), 16u);
+  for (size_t i = 0; i < recs.size(); ++i) EXPECT_EQ(recs[i].seq, 25 + i);
+  EXPECT_EQ(recs[14].state, static_cast<uint8_t>(OpState::kFailed));
+  EXPECT_EQ(recs[14].status, 202);
+  EXPECT_EQ(recs[13].end_ns, 38u * 100 + 50);
+  OpFields cur;
+  ASSERT_TRUE(r.running(&cur));
+  EXPECT_EQ(cur.seq, 40u);
+  EXPECT_EQ(cur.end_ns, 0u);
+  EXPECT_EQ(cur.kind, static_cast<uint8_t>(OpKind::kAllReduce));
+  EXPECT_EQ(cur.dtype, static_cast<uint8_t>(DataType::kBFloat16));
+  EXPECT_EQ(cur.redop, static_cast<uint8_t>(ReduceOp::kMax));
+  EXPECT_EQ(cur.root, 3u);
+  EXPECT_EQ(cur.bytes, 400u);
+}
+
+TEST(RecordRing, ReaderRacingTheWriterNeverSeesATornRecord) {
+  auto ring = RecordRing::create(64, who(), "");
+  ASSERT_TRUE(ring.ok());
+  RecordRing& r = *ring.value();
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> torn{0}, seen{0};
+  std::thread reader([&] {
+    while (!stop.load()) {
+      for (const OpFields& f : r.snapshot()) {
+        ++seen;
+        // Every field of record s is derived from s: a mix of two records shows up as a mismatch.
+        if (f.bytes != f.seq * 10 || f.count != f.seq || f.enqueue_ns != f.seq * 100 ||
+            (f.end_ns != 0 && f.end_ns != f.seq * 7)) {
+          if (torn++ == 0)
+            ADD_FAILURE() << "torn: seq " << f.seq << " bytes " << f.bytes << " count " << f.count << " enqueue "
+                          << f.enqueue_ns << " end " << f.end_ns;
+        }
+      }
+    }
+  });
+  // Writes until the reader has copied plenty of records (it may start late on a busy machine).
+  for (uint64_t s = 1; s <= 200000 || seen.load() < 100000; ++s) r.finish(r.begin(op(s)), s * 7, OpState::kDone, 0);
+  stop = true;
+  reader.join();
+  EXPECT_EQ(torn.load(), 0u);
+  EXPECT_GT(seen.load(), 0u);
+}
+
+TEST(RecordRing, FlightFileHoldsHeaderAndRecordsAfterTheRingIsGone) {
+  char dir[] = "/tmp/zw_ring_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string file = std::string(dir) + "/ring.bin";
+  {
+    auto ring = RecordRing::create(20, who(), file);  // rounds up to 32
+    ASSERT_TRUE(ring.ok()) << ring.status().to_string();
+    for (uint64_t s = 1; s <= 5; ++s) ring.value()->finish(ring.value()->begin(op(s)), 1, OpState::kDone, 0);
+    ring.value()->begin(op(6));
+    ring.value()->note_enqueued(7);
+    ring.value()->mark_failed("timed out waiting for rank 3");
+  }
+  std::ifstream in(file, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(bytes.size(), sizeof(RingHeader) + 32 * sizeof(RecordSlot));
+  RingHeader h;
+  std::memcpy(static_cast<void*>(&h), bytes.data(), sizeof h);
+  EXPECT_EQ(std::string(h.magic, 8), "ZWFLIGHT");
+  EXPECT_EQ(h.capacity, 32u);
+  EXPECT_EQ(h.rank, 2);
+  EXPECT_EQ(h.size, 4);
+  EXPECT_EQ(std::string(h.comm), "comm-a");
+  EXPECT_EQ(std::string(h.reason), "timed out waiting for rank 3");
+  EXPECT_EQ(h.written.load(), 6u);
+  EXPECT_EQ(h.last_enqueued.load(), 7u);
+  RecordSlot slot;
+  std::memcpy(static_cast<void*>(&slot), bytes.data() + sizeof(RingHeader) + 5 * sizeof(RecordSlot), sizeof slot);
+  OpFields f;
+  unpack_fields(slot.packed.load(), &f);
+  EXPECT_EQ(slot.seq.load(), 6u);
+  EXPECT_EQ(f.state, static_cast<uint8_t>(OpState::kRunning));
+  std::remove(file.c_str());
+  rmdir(dir);
+}
+
+TEST(RecordRing, UnwritableFlightDirectoryIsAnErrorNamingIt) {
+  auto ring = RecordRing::create(16, who(), "/nonexistent-dir-zw/ring.bin");
+  ASSERT_FALSE(ring.ok());
+  EXPECT_NE(ring.status().message().find("/nonexistent-dir-zw"), std::string::npos);
+  EXPECT_NE(ring.status().message().find("ZW_FLIGHT_DIR"), std::string::npos);
+}
+
+TEST(LatencyHistogram, PercentilesOfKnownDistributions) {
+  LatencyHistogram h;
+  for (int i = 1; i <= 1000; ++i) h.add(static_cast<uint64_t>(i) * 1000);  // 1 µs .. 1 ms, uniform
+  auto c = h.copy();
+  uint64_t total = 0;
+  for (uint64_t n : c) total += n;
+  EXPECT_EQ(total, 1000u);
+  // A bucket is a factor √2 wide: interpolation keeps the error well inside it.
+  EXPECT_NEAR(LatencyHistogram::quantile_ns(c, 0.5), 500e3, 0.15 * 500e3);
+  EXPECT_NEAR(LatencyHistogram::quantile_ns(c, 0.9), 900e3, 0.15 * 900e3);
+  EXPECT_NEAR(LatencyHistogram::quantile_ns(c, 0.99), 990e3, 0.15 * 990e3);
+  LatencyHistogram one;
+  for (int i = 0; i < 100; ++i) one.add(20'000'000);  // all 20 ms
+  auto d = one.copy();
+  for (double q : {0.01, 0.5, 1.0}) {
+    double v = LatencyHistogram::quantile_ns(d, q);
+    EXPECT_GE(v, 20e6 / 1.4143) << q;
+    EXPECT_LE(v, 20e6 * 1.4143) << q;
+  }
+  EXPECT_EQ(LatencyHistogram::quantile_ns(LatencyHistogram().copy(), 0.5), 0.0);
+  LatencyHistogram huge;
+  huge.add(uint64_t{1} << 60);  // beyond the last bound: counted, reported at the last bound
+  EXPECT_EQ(huge.count(LatencyHistogram::kFinite), 1u);
+  EXPECT_EQ(LatencyHistogram::quantile_ns(huge.copy(), 0.5), static_cast<double>(LatencyHistogram::upper_ns(54)));
+}
+
+TEST(LatencyHistogram, BucketBoundsAreHalfOctaves) {
+  EXPECT_EQ(LatencyHistogram::upper_ns(0), 1000u);
+  EXPECT_EQ(LatencyHistogram::upper_ns(2), 2000u);
+  EXPECT_EQ(LatencyHistogram::bucket_of(0), 0);
+  EXPECT_EQ(LatencyHistogram::bucket_of(1000), 0);
+  EXPECT_EQ(LatencyHistogram::bucket_of(1001), 1);
+  EXPECT_EQ(LatencyHistogram::bucket_of(2000), 2);
+}
+
+TEST(OpStats, SizeBucketsBytesAndBusFactorsFollowNcclTests) {
+  EXPECT_EQ(size_bucket(0), 0);
+  EXPECT_EQ(size_bucket(1), 0);
+  EXPECT_EQ(size_bucket(4096), 12);
+  EXPECT_EQ(size_bucket(4097), 13);
+  EXPECT_EQ(size_bucket(uint64_t{1} << 50), kSizeBuckets - 1);
+  OpDesc ag{OpKind::kAllGather, Algo::kRing, DataType::kFloat32, ReduceOp::kSum, 0, 1024};
+  EXPECT_EQ(op_bytes(ag, 4), 1024u * 4 * 4);
+  OpDesc ar{OpKind::kAllReduce, Algo::kRing, DataType::kFloat16, ReduceOp::kSum, 0, 1000};
+  EXPECT_EQ(op_bytes(ar, 4), 2000u);
+  EXPECT_DOUBLE_EQ(bus_factor(OpKind::kAllGather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_factor(OpKind::kReduceScatter, 2), 0.5);
+  EXPECT_DOUBLE_EQ(bus_factor(OpKind::kAllReduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(bus_factor(OpKind::kBroadcast, 8), 1.0);
+  OpStats s;
+  s.add(OpKind::kAllReduce, Algo::kTree, 2000, 5000, false);
+  s.add(OpKind::kAllReduce, Algo::kTree, 1500, 3000, true);
+  const StatCell& c = s.cell(static_cast<int>(OpKind::kAllReduce), size_bucket(2000));
+  EXPECT_EQ(c.count.load(), 2u);
+  EXPECT_EQ(c.bytes.load(), 3500u);
+  EXPECT_EQ(c.time_ns.load(), 8000u);
+  EXPECT_EQ(c.errors.load(), 1u);
+  EXPECT_EQ(c.algo.load(), static_cast<uint8_t>(Algo::kTree));
+}
+
+// Run times of `ranks` ranks over `ops` collectives: everyone ~base µs with jitter, rank `late` `late_us` shorter.
+std::vector<std::vector<uint32_t>> runs(int ranks, size_t ops, int late, uint32_t late_us, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::vector<uint32_t>> d(static_cast<size_t>(ranks), std::vector<uint32_t>(ops));
+  for (size_t i = 0; i < ops; ++i)
+    for (int r = 0; r < ranks; ++r) d[static_cast<size_t>(r)][i] = 20000 + rng() % 300 - (r == late ? late_us : 0);
+  return d;
+}
+
+TEST(Straggler, NamesTheRankThatStartsLateAndNobodyOtherwise) {
+  for (int n : {2, 3, 4, 8}) {
+    StragglerVerdict v = judge_window(runs(n, 200, n - 1, 5000, 1), 0.75, 1e6);
+    EXPECT_EQ(v.named, n - 1) << n;
+    EXPECT_EQ(v.ops, 200u);
+    EXPECT_DOUBLE_EQ(v.last_share[static_cast<size_t>(n - 1)], 1.0);
+    EXPECT_NEAR(v.median_late_ns[static_cast<size_t>(n - 1)], 5e6, 0.4e6);
+    StragglerVerdict none = judge_window(runs(n, 200, -1, 0, 2), 0.75, 1e6);
+    EXPECT_EQ(none.named, -1) << n;
+  }
+  // Consistently last but by less than the minimum lateness: not named.
+  EXPECT_EQ(judge_window(runs(4, 200, 2, 400, 3), 0.75, 1e6).named, -1);
+  // Late in only half of the operations: below the share.
+  auto half = runs(4, 200, 1, 5000, 4);
+  for (size_t i = 0; i < 100; ++i) half[1][i] += 5000;
+  EXPECT_EQ(judge_window(half, 0.75, 1e6).named, -1);
+  EXPECT_EQ(judge_window(half, 0.4, 1e6).named, 1);
+}
+
+TEST(Straggler, DurationsRoundTripThroughTheStoreEncoding) {
+  std::vector<uint32_t> d = {0, 1, 255, 256, 70000, UINT32_MAX};
+  std::vector<uint32_t> back;
+  ASSERT_TRUE(decode_durations(encode_durations(d.data(), d.size()), d.size(), &back));
+  EXPECT_EQ(back, d);
+  EXPECT_FALSE(decode_durations("abc", 1, &back));
+}
+
+}  // namespace
+}  // namespace zw::internal::monitor
