@@ -5,6 +5,7 @@
 #include "collectives/algorithms.h"
 #include "collectives/gpu_path.h"
 #include "collectives/host_task.h"
+#include "collectives/refusal.h"
 #include "kernels/reduce.h"
 #include "zerowire/communicator.h"
 
@@ -18,12 +19,16 @@ using internal::OpContext;
 using internal::OpDesc;
 using internal::OpKind;
 
-// Builds usage errors that name the operation and the rank: "all_gather on rank 2: ...".
+// Builds usage errors that name the operation and the rank: "all_gather on rank 2: ...". A refused call is
+// announced to the peers, which would otherwise wait for it until their timeout (refusal.h).
 struct Checker {
   const char* op;
   int rank;
+  Communicator* comm = nullptr;  // where to announce the refusal
   Status fail(const std::string& what) const {
-    return Status(Code::kInvalidArgument, std::string(op) + " on rank " + std::to_string(rank) + ": " + what);
+    Status s(Code::kInvalidArgument, std::string(op) + " on rank " + std::to_string(rank) + ": " + what);
+    if (comm) internal::announce_refusal(*comm, s);
+    return s;
   }
   // count elements of dtype times `blocks` in bytes, or a usage error when that does not fit in 64 bits.
   Result<size_t> bytes(size_t count, DataType dtype, size_t blocks = 1) const {
@@ -94,7 +99,10 @@ Result<BufRef> registered(OpContext& ctx, const MemRef& mem, size_t bytes) {
 
 // An operation with nothing to move still meets its peers: a one-byte tree all-gather under the operation's own
 // description, so ranks that disagree on the count (0 here, 100 there) fail naming each other within a message's
-// time instead of this rank returning OK and the others waiting for it until the timeout.
+// time instead of this rank returning OK and the others waiting for it until the timeout. Rooted operations
+// (broadcast, reduce) meet first whatever their count: their data flows along one tree, so a rank can finish
+// without a message from a rank that disagrees (another root: two of three ranks returned OK); in an all-gather
+// every rank's block passes every disagreement on its way, so no rank finishes and every rank fails.
 Status meet_peers(OpContext& ctx) {
   if (ctx.size == 1) return Status();
   ZW_ASSIGN_OR_RETURN(internal::RegBuf scratch, ctx.arena.get(static_cast<size_t>(ctx.size)));
@@ -154,7 +162,8 @@ Task broadcast_task(const OpDesc& desc, const CollectiveOptions& o, int r) {
   const size_t total = o.count * dtype_size(o.dtype);
   const bool is_root = o.root == r;
   return [=](OpContext& ctx) -> Status {
-    if (total == 0) return meet_peers(ctx);
+    ZW_TRY(meet_peers(ctx));  // rooted: see meet_peers
+    if (total == 0) return Status();
     ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, total));
     BufRef src = out;
     if (is_root && o.input.ptr != o.output.ptr) {
@@ -169,7 +178,8 @@ Task reduce_task(const OpDesc& desc, const CollectiveOptions& o, int r, int n) {
   const size_t total = o.count * dtype_size(o.dtype);
   const bool is_root = o.root == r;
   return [=](OpContext& ctx) -> Status {
-    if (total == 0) return meet_peers(ctx);
+    ZW_TRY(meet_peers(ctx));  // rooted: see meet_peers
+    if (total == 0) return Status();
     ZW_ASSIGN_OR_RETURN(BufRef in, registered(ctx, o.input, total));
     BufRef out = in;
     if (is_root) {
@@ -222,7 +232,7 @@ CommImpl::Task host_task(const CommImpl& comm, const OpDesc& desc, const Collect
 
 Result<Work> all_gather(Communicator& comm, const CollectiveOptions& o) {
   const int n = comm.size(), r = comm.rank();
-  const Checker check{"all_gather", r};
+  const Checker check{"all_gather", r, &comm};
   ZW_TRY(check.types(o.dtype, o.op, false));
   ZW_ASSIGN_OR_RETURN(const size_t total, check.bytes(o.count, o.dtype, size_t(n)));
   const size_t block = o.count * dtype_size(o.dtype);
@@ -239,7 +249,7 @@ Result<Work> all_gather(Communicator& comm, const CollectiveOptions& o) {
 
 Result<Work> reduce_scatter(Communicator& comm, const CollectiveOptions& o) {
   const int n = comm.size(), r = comm.rank();
-  const Checker check{"reduce_scatter", r};
+  const Checker check{"reduce_scatter", r, &comm};
   ZW_TRY(check.types(o.dtype, o.op, true));
   ZW_ASSIGN_OR_RETURN(const size_t total, check.bytes(o.count, o.dtype, size_t(n)));
   const size_t block = o.count * dtype_size(o.dtype);
@@ -256,7 +266,7 @@ Result<Work> reduce_scatter(Communicator& comm, const CollectiveOptions& o) {
 
 Result<Work> all_reduce(Communicator& comm, const CollectiveOptions& o) {
   const int r = comm.rank();
-  const Checker check{"all_reduce", r};
+  const Checker check{"all_reduce", r, &comm};
   ZW_TRY(check.types(o.dtype, o.op, true));
   ZW_ASSIGN_OR_RETURN(const size_t total, check.bytes(o.count, o.dtype));
   ZW_TRY(check.premul(o, true));
@@ -271,7 +281,7 @@ Result<Work> all_reduce(Communicator& comm, const CollectiveOptions& o) {
 
 Result<Work> broadcast(Communicator& comm, const CollectiveOptions& o) {
   const int n = comm.size(), r = comm.rank();
-  const Checker check{"broadcast", r};
+  const Checker check{"broadcast", r, &comm};
   ZW_TRY(check.types(o.dtype, o.op, false));
   ZW_ASSIGN_OR_RETURN(const size_t total, check.bytes(o.count, o.dtype));
   ZW_TRY(check.premul(o, false));
@@ -291,7 +301,7 @@ Result<Work> broadcast(Communicator& comm, const CollectiveOptions& o) {
 
 Result<Work> reduce(Communicator& comm, const CollectiveOptions& o) {
   const int n = comm.size(), r = comm.rank();
-  const Checker check{"reduce", r};
+  const Checker check{"reduce", r, &comm};
   ZW_TRY(check.types(o.dtype, o.op, true));
   ZW_ASSIGN_OR_RETURN(const size_t total, check.bytes(o.count, o.dtype));
   ZW_TRY(check.premul(o, true));

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "collectives/monitor/comm_monitor.h"
+#include "collectives/comm_agree.h"
 #include "common/knobs.h"
 #include "common/log.h"
 #include "common/socket.h"
@@ -165,6 +166,7 @@ Status CommImpl::connect(Store& store) {
   } else {
     ZW_ASSIGN_OR_RETURN(job, store.get("job", timeout));
   }
+  ZW_TRY(check_settings_agree(store, rank_, size_, settings_, deadline));  // before any of them is used
   transport::TransportOptions topts{rank_, size_, job, settings_.store_address};
   ZW_ASSIGN_OR_RETURN(transport_, transport::create_transport(settings_.transport, topts));
   ZW_ASSIGN_OR_RETURN(std::string address, transport_->listen());

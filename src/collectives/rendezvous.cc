@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "collectives/refusal.h"
 #include "collectives/rendezvous_wire.h"
 #include "common/log.h"
 #include "common/process.h"
@@ -62,6 +63,7 @@ Status Rendezvous::begin_op(uint64_t seq, const OpDesc& desc, Deadline deadline,
     for (const EagerArrived& e : state_[p].eager_arrived)
       if (e.seq == seq_) ZW_TRY(check_desc(static_cast<int>(p), e.desc));
   }
+  ZW_TRY(check_refusals());
   return pump();
 }
 
@@ -80,10 +82,12 @@ Status Rendezvous::check_desc(int peer, const OpDesc& desc) const {
   // A send_recv batch shares no description with its peers (each rank's batch differs); its byte counts are
   // compared per transfer instead.
   if (desc == desc_ || is_p2p(desc.kind) || is_p2p(desc_.kind)) return Status();
-  return Status(Code::kDesync, "ranks called different collectives as operation #" + std::to_string(seq_) + ": " +
-                                   describe(peer) + " called " + desc.describe() + " while " + describe(rank_) +
-                                   " called " + desc_.describe() +
-                                   "; every rank must issue the same collectives in the same order");
+  if (is_refusal(desc) || is_refusal(desc_)) return Status();  // a REFUSE message says it (refusal.h)
+  // The two operations come last and without hosts: a reason forwarded to the other ranks keeps its tail.
+  return Status(Code::kDesync, describe(peer) + " and " + describe(rank_) + " disagree (every rank must issue the "
+                                   "same collectives in the same order): as operation #" + std::to_string(seq_) +
+                                   " rank " + std::to_string(peer) + " called " + desc.describe() + ", rank " +
+                                   std::to_string(rank_) + " " + desc_.describe());
 }
 
 Status Rendezvous::dispatch(int peer, const transport::Message& msg) {
@@ -100,6 +104,7 @@ Status Rendezvous::dispatch(int peer, const transport::Message& msg) {
     }
     case kCtrlEager: return on_eager(peer, payload);
     case kCtrlCredit: return on_credit(peer, payload);
+    case kCtrlRefuse: return on_refusal(peer, payload);
     case kCtrlCts: break;
     default: return Status(Code::kProtocolError, "unknown control message from " + describe(peer));
   }

@@ -105,6 +105,8 @@ class Rendezvous {
 
   // Best effort: tells every peer that this communicator failed, with the reason.
   void broadcast_abort(const Status& reason);
+  // Best effort: tells every peer that this rank refused its call of the current operation (refusal.h).
+  void broadcast_refusal(const std::string& why);
 
   // "rank 3 (host node7, pid 4242)".
   std::string describe(int rank) const;
@@ -144,6 +146,7 @@ class Rendezvous {
     Status error;                     // the endpoint failed (raised only when this peer is waited on)
     uint64_t p2p_sent = 0;            // point-to-point transfers to this peer so far
     uint64_t p2p_received = 0;        // point-to-point transfers from this peer so far
+    std::vector<std::pair<uint64_t, std::string>> refusals;  // operations ahead that the peer refused, and why
   };
 
   bool is_eager(size_t bytes) const { return eager_.bytes > 0 && bytes <= eager_.bytes; }
@@ -163,6 +166,10 @@ class Rendezvous {
   Status explain(const Status& failure);
   Status dispatch(int peer, const transport::Message& msg);
   Status check_desc(int peer, const OpDesc& desc) const;
+  // Refusals (refusal.cc): a REFUSE message; those kept for the operation that begins.
+  Status on_refusal(int peer, std::span<const std::byte> payload);
+  Status check_refusals();
+  Status refused_error(int peer, uint64_t seq, const std::string& why) const;
   Status wait_for(int peer, const char* what, uint64_t tag, Predicate done, bool local = false);
   Status check_peer(int peer);
   // Bit 63 is clear: it marks the notifications of eager writes, which carry no meaning of their own.

@@ -8,7 +8,7 @@
 
 namespace zw::internal {
 
-enum : uint8_t { kCtrlCts = 1, kCtrlAbort = 2, kCtrlEager = 3, kCtrlCredit = 4 };
+enum : uint8_t { kCtrlCts = 1, kCtrlAbort = 2, kCtrlEager = 3, kCtrlCredit = 4, kCtrlRefuse = 5 };
 
 // The operation a message belongs to, for desync checks.
 struct OpWire {
@@ -50,6 +50,13 @@ struct CreditWire {
   uint8_t type;
   uint8_t reserved[7];
   uint64_t slots;
+};
+
+// The sender refused its call of operation `seq` as a usage error (refusal.h); the reason's text follows.
+struct RefuseWire {
+  uint8_t type;
+  uint8_t reserved[7];
+  uint64_t seq;
 };
 
 // Notify value of eager writes (ignored: the EAGER message that follows carries the meaning).

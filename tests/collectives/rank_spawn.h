@@ -1,7 +1,8 @@
 // tests/collectives/rank_spawn.h — starts zw_rank_probe processes for the multi-process failure tests (shm/tcp in
 // failure_test.cc, verbs in tests/transport/verbs/verbs_failure_test.cc) and reads their logs.
 // Each child gets the parent's environment minus ZW_* (ZW_IB_* is kept: the verbs device choice), plus its rank
-// variables, the store, a token, the transport and ZW_TIMEOUT (60 s unless given); its stderr goes to a temporary log file.
+// variables, the store, a token, the transport, ZW_TIMEOUT (60 s unless given) and any `extra_env` ("ZW_X=v"); its
+// stderr goes to a temporary log file.
 #pragma once
 
 #include <fcntl.h>
@@ -26,7 +27,7 @@ struct Child {
 inline Child spawn_rank_probe(const std::string& probe, int rank, int world, const std::string& store,
                               const std::string& token, const std::string& transport,
                               const std::vector<std::string>& args, const std::string& tag,
-                              double timeout_s = 60) {
+                              double timeout_s = 60, const std::vector<std::string>& extra_env = {}) {
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e)
     if (std::string(*e).rfind("ZW_", 0) != 0 || std::string(*e).rfind("ZW_IB_", 0) == 0) env.push_back(*e);
@@ -36,6 +37,7 @@ inline Child spawn_rank_probe(const std::string& probe, int rank, int world, con
         "ZW_STORE_ADDR=" + store, "ZW_AUTH_TOKEN=" + token, "ZW_TRANSPORT=" + transport,
         "ZW_TIMEOUT=" + std::to_string(timeout_s)})
     env.push_back(kv);
+  for (const std::string& kv : extra_env) env.push_back(kv);
   std::vector<char*> envp, argv;
   for (auto& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);
