@@ -42,9 +42,12 @@
 #   nccl       2 GPUs, cap 240 s. zw_gpu_coll_perf under zwrun, one process per GPU: zerowire and NCCL interleaved,
 #              allgather, reducescatter and allreduce in bf16 and f32 from 8 KiB to 1 GiB, REPS repetitions.
 #   ring       2 GPUs, cap 120 s. The same with ZW_CUDA_ALGO=ring (bf16, one repetition), beside direct and NCCL.
-#   train      cap 300 s, if bench/train/gpu.sh exists: the training comparison (zw_train vs PyTorch) with REPS,
-#              SHAPES (default 124m here) and DEADLINE_S set to what is left, so it skips what would not end in time
-#              and still prints its table. On one GPU this stage gets what the others left (typically 4-5 min).
+#   train      cap 300 s, if bench/train/gpu.sh exists: the training comparison (zw_train, its ZeRO-3 engine on one
+#              rank, PyTorch eager and compile: IMPLS) with REPS, SHAPES (default 124m here) and DEADLINE_S set to what
+#              is left less 60 s, so it skips what would not end in time and still prints its table; then, in those
+#              60 s, the seed's offloaded ZeRO-3 configuration against the same without offload at 4 accumulation
+#              steps (train_zero3.txt; with DS_WHEELS, DeepSpeed too, see bench/train/gpu.sh). On one GPU this stage
+#              gets what the others left (typically 4-5 min).
 #   ncclapi    only with ZW_GPU_NCCL_API=1 (best with ZW_GPU_SKIP=tests,memcheck,multiproc,reduce,offload,train, as its
 #              builds take minutes): tools/nccl-tests-check.sh, nccl-tests on libzwnccl (-c 1, one process and two
 #              sharing the GPU) and beside the system NCCL (busbw, bf16 and float), and the API layer's cost per call.
@@ -250,7 +253,7 @@ stage_zero3() {
   bounded 600 ctest -R '^zw_gpu_zero_train_test$' -V </dev/null >"$LOG/zero3.log" 2>&1
   local rc=$?
   grep -E '^[0-9]+: (parity|seed|resume|kill|timeline|  max|zwrun_gpu_train_test|.*hidden behind)' "$LOG/zero3.log" | cut -c1-240
-  return $rc
+  return "$rc"
 }
 
 stage_multiproc() {
@@ -282,10 +285,19 @@ stage_offload() { run_bin 30 zw_offload_bench | tee "$LOG/offload_bench.txt"; }
 # bench/train/gpu.sh skips the runs that would not end before its DEADLINE_S and still prints its table: give it the
 # stage's budget less a margin. SHAPES defaults to 124m here (gpu.sh's own default, three shapes, takes ~8 min).
 stage_train() {
-  local left=$((STAGE_DEADLINE - $(date +%s) - 15))
+  local left=$((STAGE_DEADLINE - $(date +%s) - 15)) rc
   [ "$left" -ge 30 ] || { echo "   less than 45 s left: not started"; return 124; }
-  SHAPES=${SHAPES:-124m} REPS=$REPS DEADLINE_S=$left bounded $((left + 12)) \
-    bash "$ROOT/bench/train/gpu.sh" "$BUILD" 2>&1 | tee "$LOG/train_gpu.txt"
+  # the flat trainer, the ZeRO-3 engine on one rank and PyTorch; then, with 75 s left, the seed's offloaded
+  # configuration against the same without offload at 4 accumulation steps (and DeepSpeed when DS_WHEELS is given)
+  SHAPES=${SHAPES:-124m} IMPLS=${IMPLS:-zw zero3 eager compile} REPS=$REPS DEADLINE_S=$((left - 60)) \
+    bounded $((left - 48)) bash "$ROOT/bench/train/gpu.sh" "$BUILD" 2>&1 | tee "$LOG/train_gpu.txt"
+  rc=${PIPESTATUS[0]}
+  left=$((STAGE_DEADLINE - $(date +%s) - 15))
+  [ "$left" -ge 60 ] || { echo "   less than 75 s left: the ZeRO-3 offload pass not started"; return "$rc"; }
+  SHAPES=${SHAPES:-124m} ACC=4 IMPLS="seed seed-noff${DS_WHEELS:+ ds}" REPS=1 STEPS=12 WARMUP=3 DEADLINE_S=$left \
+    bounded $((left + 12)) bash "$ROOT/bench/train/gpu.sh" "$BUILD" 2>&1 | tee "$LOG/train_zero3.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] && return "$rc"
+  return 1
 }
 
 stage_peercopy() {
@@ -330,7 +342,7 @@ stage_ncclapi() {
     "$ROOT/tools/nccl-tests-check.sh" >"$LOG/ncclapi.txt" 2>&1
   local rc=$?
   cat "$BUILD/nccl-check/summary.txt" 2>/dev/null
-  return $rc
+  return "$rc"
 }
 # The torch.distributed backend (issue 18): `pip install --no-build-isolation --no-deps ./python` against this build
 # and the machine's torch (offline), then its collectives matrix on CUDA tensors and FSDP2 training of a GPT-2-small-
@@ -344,14 +356,14 @@ stage_torch() {
   echo "   pip install ./python: ok ($("$py" -c 'import torch; print("torch", torch.__version__)'))"
   local part
   for part in collectives p2p; do
-    bounded 180 "$py" "$ROOT/tests/python/test_collectives.py" --world 2 --device cuda --part $part \
+    bounded 180 "$py" "$ROOT/tests/python/test_collectives.py" --world 2 --device cuda --part "$part" \
       >"$LOG/torch_$part.txt" 2>&1 || { worst=1; echo "   FAILED: $part matrix on CUDA"; }
     tail -4 "$LOG/torch_$part.txt" | cut -c1-240
   done
   bounded 300 "$py" "$ROOT/tests/python/test_training.py" --case fsdp --world 2 --device cuda \
     >"$LOG/torch_fsdp2.txt" 2>&1 || { worst=1; echo "   FAILED: FSDP2 GPT-2 small on CUDA"; }
   tail -4 "$LOG/torch_fsdp2.txt" | cut -c1-240
-  return $worst
+  return "$worst"
 }
 export -f run_bin stage_build test_limit test_rank stage_tests stage_memcheck stage_multiproc stage_reduce \
   stage_offload stage_train stage_peercopy stage_nccl stage_ring stage_zero3 stage_ncclapi stage_torch
@@ -393,7 +405,7 @@ stage() {
   echo "   $name: $st, $(($(date +%s) - t0)) s"
   record "$name" "$st" $(($(date +%s) - t0)) "$budget"
   pack
-  return $rc
+  return "$rc"
 }
 
 echo "== info: $(date -u +%FT%TZ) $(hostname), kernel $(uname -r), $(nproc) cores, mode $MODE, budget $BUDGET s," \

@@ -144,7 +144,8 @@ def short_files():
             print(f"  {os.path.basename(f)[4:-4]:<24}{len(rows):>3} sizes {wrong:>6} wrong")
     for name, title in (("reduce_bench.txt", "CUDA reduce kernels vs device-to-device copy"),
                         ("offload_bench.txt", "ZeRO-3 offloaded optimizer (zw_offload_bench)"),
-                        ("train_gpu.txt", "training comparison (bench/train/gpu.sh)")):
+                        ("train_gpu.txt", "training comparison (bench/train/gpu.sh)"),
+                        ("train_zero3.txt", "ZeRO-3 with the offloaded optimizer, 4 accumulation steps (gpu.sh)")):
         text = lines(name)
         # gpu.sh's table follows its "# summary" line; without one (cut short), its last lines.
         table = [i for i, line in enumerate(text) if line.startswith("# summary")]
