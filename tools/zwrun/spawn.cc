@@ -94,6 +94,7 @@ std::vector<std::string> rank_environment(const LaunchSpec& spec, int rank, cons
   for (const char* const* e = base; e != nullptr && *e != nullptr; ++e) {
     bool replaced = spec.transport.empty() ? false : has_name(*e, "ZW_TRANSPORT");
     for (const char* name : kLaunchVariables) replaced = replaced || has_name(*e, name);
+    for (const std::string& x : spec.extra) replaced = replaced || has_name(*e, x.substr(0, x.find('=')).c_str());
     if (!replaced) env.emplace_back(*e);
   }
   env.push_back("ZW_RANK=" + std::to_string(rank));
@@ -103,6 +104,7 @@ std::vector<std::string> rank_environment(const LaunchSpec& spec, int rank, cons
   env.push_back("ZW_STORE_ADDR=" + spec.store_address);
   env.push_back("ZW_AUTH_TOKEN=" + spec.auth_token);
   if (!spec.transport.empty()) env.push_back("ZW_TRANSPORT=" + spec.transport);
+  env.insert(env.end(), spec.extra.begin(), spec.extra.end());
   return env;
 }
 

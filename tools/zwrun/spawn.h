@@ -23,6 +23,7 @@ struct LaunchSpec {
   std::string store_address;         // ZW_STORE_ADDR, "127.0.0.1:port"
   std::string auth_token;            // ZW_AUTH_TOKEN
   std::string transport;             // ZW_TRANSPORT; empty leaves the inherited value alone
+  std::vector<std::string> extra;    // more NAME=value variables (monitoring options), replacing inherited ones
 };
 
 struct ChildProcess {

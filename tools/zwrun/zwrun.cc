@@ -1,6 +1,7 @@
 // zwrun — launches an N-rank zerowire job on this host.
 //
-//   zwrun -n N [--transport shm|tcp] [--timeout SECONDS] [--] PROGRAM ARGS...
+//   zwrun -n N [--transport shm|tcp] [--timeout SECONDS] [--metrics-dir DIR] [--flight-dir DIR]
+//         [--metrics-port PORT] [--] PROGRAM ARGS...
 //
 // zwrun serves the job's bootstrap store (a TCP store on 127.0.0.1, protected by ZW_AUTH_TOKEN from the
 // environment or a fresh random 128-bit token), starts N copies of PROGRAM with ZW_RANK, ZW_WORLD_SIZE,
@@ -11,12 +12,14 @@
 // CPU/NUMA binding.
 #include <fcntl.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -36,6 +39,9 @@ struct Options {
   std::string transport;             // --transport, "" = not given
   double timeout_s = 0;              // --timeout, 0 = none
   std::vector<std::string> command;  // PROGRAM ARGS...
+  std::string metrics_dir;           // --metrics-dir: every rank's JSON metrics dump lands here
+  std::string flight_dir;            // --flight-dir: every rank's flight recorder files land here
+  int metrics_port = 0;              // --metrics-port: ZW_METRICS_PORT of every rank (rank i serves port + i)
 };
 
 void complain(const std::string& message) { std::fprintf(stderr, "zwrun: %s\n", message.c_str()); }
@@ -56,6 +62,12 @@ int parse_command_line(int argc, char** argv, Options* out) {
       ->check(CLI::IsMember({"shm", "tcp"}));
   app.add_option("--timeout", out->timeout_s, "stop the job after this many seconds (exit code 124)")
       ->check(CLI::Validator(seconds_check, "SECONDS"));
+  app.add_option("--metrics-dir", out->metrics_dir,
+                 "gather every rank's metrics (JSON, at exit and on SIGUSR2) into DIR/rank<R>.json (ZW_METRICS_DUMP)");
+  app.add_option("--flight-dir", out->flight_dir, "keep every rank's flight recorder in DIR (ZW_FLIGHT_DIR)");
+  app.add_option("--metrics-port", out->metrics_port,
+                 "serve each rank's Prometheus endpoint on 127.0.0.1:PORT+rank (ZW_METRICS_PORT; zwtop -n N --port PORT)")
+      ->check(CLI::Range(1, 65535));
   app.add_option("command", out->command, "PROGRAM and its arguments (options after PROGRAM are its own)")->required();
   app.positionals_at_end();
   app.prefix_command();  // everything from PROGRAM on belongs to the program
@@ -101,6 +113,19 @@ void ensure_standard_fds() {
   }
 }
 
+// The monitoring variables of the --metrics-dir, --flight-dir and --metrics-port options (directories are created).
+Status monitoring_environment(const Options& o, std::vector<std::string>* env) {
+  for (const std::string* dir : {&o.metrics_dir, &o.flight_dir}) {
+    if (dir->empty()) continue;
+    if (::mkdir(dir->c_str(), 0755) != 0 && errno != EEXIST)
+      return Status(Code::kSystem, "cannot create " + *dir + ": " + std::strerror(errno));
+  }
+  if (!o.metrics_dir.empty()) env->push_back("ZW_METRICS_DUMP=" + o.metrics_dir + "/rank%r.json");
+  if (!o.flight_dir.empty()) env->push_back("ZW_FLIGHT_DIR=" + o.flight_dir);
+  if (o.metrics_port > 0) env->push_back("ZW_METRICS_PORT=" + std::to_string(o.metrics_port));
+  return Status();
+}
+
 int run_job(const Options& options) {
   SupervisorOptions sup_options;
   sup_options.timeout_s = options.timeout_s;
@@ -131,6 +156,10 @@ int run_job(const Options& options) {
   spec.store_address = "127.0.0.1:" + std::to_string((*server)->port());
   spec.auth_token = *token;
   spec.transport = options.transport;
+  if (Status s = monitoring_environment(options, &spec.extra); !s.ok()) {
+    complain(s.message());
+    return kLaunchError;
+  }
   std::vector<int> pids;  // every rank ever started: what they left in /dev/shm is removed at the end
   auto finish = [&](int code) {
     const int removed = transport::reclaim_shm_segments_of(pids);

@@ -139,19 +139,28 @@ void render_comms(std::string& out, const std::vector<std::shared_ptr<CommMonito
                     "\",seq=\"" + std::to_string(busy ? f.seq : 0) + "\"";
     sample(out, "zerowire_current_operation_running_seconds", l, busy && now > f.start_ns ? seconds(now - f.start_ns) : 0);
   }
-  family(out, "zerowire_straggler_last_share", "gauge",
-         "Share of the last judged window's collectives this peer arrived last at (rank 0 judges).");
-  family(out, "zerowire_straggler_lateness_seconds", "gauge", "Median lateness behind the next-latest rank when last.");
-  family(out, "zerowire_straggler_named", "gauge", "1 for the rank named a straggler in the last judged window.");
-  for (const auto& m : ms) {
-    if (m->windows_judged() == 0) continue;
-    StragglerVerdict v = m->verdict();
-    for (size_t r = 0; r < v.last_share.size(); ++r) {
-      std::string l = comm_labels(*m) + ",peer_rank=\"" + std::to_string(r) + "\"";
-      sample(out, "zerowire_straggler_last_share", l, v.last_share[r]);
-      sample(out, "zerowire_straggler_lateness_seconds", l, v.median_late_ns[r] / 1e9);
-      sample(out, "zerowire_straggler_named", l, v.named == static_cast<int>(r) ? 1 : 0);
-    }
+  struct Family {
+    const char* name;
+    const char* help;
+    double (*value)(const StragglerVerdict&, size_t);
+  };
+  static const Family kFamilies[] = {
+      {"zerowire_straggler_last_share",
+       "Share of the last judged window's collectives this peer arrived last at (rank 0 judges).",
+       [](const StragglerVerdict& v, size_t r) { return v.last_share[r]; }},
+      {"zerowire_straggler_lateness_seconds", "Median lateness behind the next-latest rank when last.",
+       [](const StragglerVerdict& v, size_t r) { return v.median_late_ns[r] / 1e9; }},
+      {"zerowire_straggler_named", "1 for the rank named a straggler in the last judged window.",
+       [](const StragglerVerdict& v, size_t r) { return v.named == static_cast<int>(r) ? 1.0 : 0.0; }},
+  };
+  std::vector<std::pair<const CommMonitor*, StragglerVerdict>> verdicts;
+  for (const auto& m : ms)
+    if (m->windows_judged() > 0) verdicts.emplace_back(m.get(), m->verdict());
+  for (const Family& f : kFamilies) {
+    family(out, f.name, "gauge", f.help);
+    for (const auto& [m, v] : verdicts)
+      for (size_t r = 0; r < v.last_share.size(); ++r)
+        sample(out, f.name, comm_labels(*m) + ",peer_rank=\"" + std::to_string(r) + "\"", f.value(v, r));
   }
 }
 

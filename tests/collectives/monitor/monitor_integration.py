@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""Monitoring through real processes launched by zwrun (registered with ctest by CMakeLists.txt):
+
+  endpoint  PY ZWRUN PROBE            the Prometheus endpoint parsed by prometheus_client's own text parser (PY is
+                                      the python that has it; exit 77, with the reason, when none has), the JSON
+                                      endpoint, and zwrun --metrics-dir gathering every rank's dump at exit
+  straggler ZWRUN PROBE TRANSPORT N   one rank sleeps before each collective: rank 0 names it, and nobody else; then
+                                      the same job without the sleep: nobody is named
+  flight    ZWRUN PROBE ZW_FLIGHT TRANSPORT stop|kill
+                                      one of 3 ranks stops (SIGSTOP) or dies (SIGKILL) before collective 20: the
+                                      flight files of all ranks say it never reached collective 20 and the others did
+  zwtop     ZWRUN PROBE ZWTOP         zwtop runs in tmux against a live job; its screen shows the collective, each
+                                      rank's row and the straggler mark
+"""
+import json
+import os
+import random
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+SKIP = 77
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def free_port_base(n):
+    """A base port with n consecutive free ports on 127.0.0.1."""
+    for _ in range(200):
+        base = random.randint(20000, 50000)
+        try:
+            socks = []
+            for i in range(n):
+                s = socket.socket()
+                s.bind(("127.0.0.1", base + i))
+                socks.append(s)
+            for s in socks:
+                s.close()
+            return base
+        except OSError:
+            for s in socks:
+                s.close()
+    fail("no free ports")
+
+
+def fetch(port, path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+        return r.read().decode()
+
+
+def start_job(zwrun, probe, n, transport, probe_args, env=None, zwrun_args=()):
+    e = dict(os.environ)
+    e.update(env or {})
+    cmd = [zwrun, "-n", str(n), "--transport", transport, "--timeout", "240", *zwrun_args, "--", probe, *probe_args]
+    return subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_ops(port, ops, timeout=120):
+    """Polls a rank's JSON endpoint until it finished `ops` operations; returns the JSON."""
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            j = json.loads(fetch(port, "/metrics.json"))
+            if j["communicators"] and sum(s["count"] for s in j["communicators"][0]["stats"]) >= ops:
+                return j
+        except OSError:
+            pass
+        time.sleep(0.2)
+    fail(f"endpoint on port {port} never reported {ops} operations")
+
+
+def endpoint(py, zwrun, probe):
+    if py == "none":
+        print("SKIPPED: prometheus_client is unavailable (tools/monitor-env.sh could not make its venv); the "
+              "endpoint was not checked with Prometheus' own parser")
+        return SKIP
+    if os.environ.get("ZW_MONITOR_TEST_CHILD") != "1":  # re-run under the python that has prometheus_client
+        env = dict(os.environ, ZW_MONITOR_TEST_CHILD="1")
+        return subprocess.call([py, __file__, "endpoint", py, zwrun, probe], env=env)
+    from prometheus_client.parser import text_string_to_metric_families
+    tmp = tempfile.mkdtemp(prefix="zw_mon_ep_")
+    hold = os.path.join(tmp, "hold")
+    port = free_port_base(2)
+    ops = 150
+    job = start_job(zwrun, probe, 2, "shm", ["--ops", str(ops), "--hold-file", hold],
+                    zwrun_args=["--metrics-port", str(port), "--metrics-dir", os.path.join(tmp, "metrics")])
+    try:
+        for r in range(2):
+            wait_ops(port + r, ops)
+            families = {f.name: f for f in text_string_to_metric_families(fetch(port + r, "/metrics"))}
+            for name, kind in [("zerowire_operations", "counter"), ("zerowire_operation_bytes", "counter"),
+                               ("zerowire_operation_errors", "counter"), ("zerowire_busbw_bytes_per_second", "gauge"),
+                               ("zerowire_algbw_bytes_per_second", "gauge"),
+                               ("zerowire_operation_duration_seconds", "histogram"),
+                               ("zerowire_operation_duration_quantile_seconds", "gauge"),
+                               ("zerowire_operations_in_flight", "gauge"),
+                               ("zerowire_current_operation_running_seconds", "gauge")]:
+                if name not in families or families[name].type != kind:
+                    fail(f"rank {r}: family {name} ({kind}) missing or mistyped: {sorted(families)}")
+            total = [s for s in families["zerowire_operations"].samples if s.name == "zerowire_operations_total"]
+            if len(total) != 1 or total[0].value != ops or total[0].labels["op"] != "all_gather" \
+                    or total[0].labels["rank"] != str(r) or total[0].labels["transport"] != "shm":
+                fail(f"rank {r}: zerowire_operations_total samples {total}")
+            hist = families["zerowire_operation_duration_seconds"].samples
+            buckets = [s for s in hist if s.name.endswith("_bucket")]
+            values = [s.value for s in buckets]
+            if values != sorted(values) or buckets[-1].labels["le"] != "+Inf" or buckets[-1].value != ops:
+                fail(f"rank {r}: histogram buckets not cumulative or +Inf != {ops}")
+            alg = families["zerowire_algbw_bytes_per_second"].samples[0].value
+            bus = families["zerowire_busbw_bytes_per_second"].samples[0].value
+            if not (alg > 0 and abs(bus - alg / 2) <= 1e-6 * alg):
+                fail(f"rank {r}: busbw {bus} is not algbw {alg} x 1/2 for 2 ranks")
+            q = {s.labels["quantile"]: s.value for s in families["zerowire_operation_duration_quantile_seconds"].samples}
+            if not (0 < q["0.5"] <= q["0.9"] <= q["0.99"]):
+                fail(f"rank {r}: percentiles out of order: {q}")
+            if families["zerowire_operations_in_flight"].samples[0].value != 0:
+                fail(f"rank {r}: operations in flight after the job's last wait")
+        with open(hold, "w"):
+            pass
+        out, _ = job.communicate(timeout=120)
+        if job.returncode != 0:
+            fail(f"job exited {job.returncode}:\n{out}")
+        for r in range(2):
+            path = os.path.join(tmp, "metrics", f"rank{r}.json")
+            with open(path) as f:
+                j = json.load(f)
+            stats = j["communicators"][0]["stats"]
+            if j["communicators"][0]["rank"] != r or sum(s["count"] for s in stats) != ops:
+                fail(f"{path}: wrong rank or count: {stats}")
+        print(f"endpoint: 2 ranks' /metrics parsed by prometheus_client, dumps gathered in {tmp}/metrics")
+        return 0
+    finally:
+        if job.poll() is None:
+            job.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def straggler_lines(out):
+    return re.findall(r"straggler: rank (\d+) \(host", out)
+
+
+def straggler(zwrun, probe, transport, n):
+    n = int(n)
+    late = n - 1 if n > 2 else 1
+    env = {"ZW_STRAGGLER_WINDOW": "30", "ZW_DEBUG": "WARN"}
+    args = ["--ops", "100", "--op", "all_gather", "--bytes", "4096"]
+    job = start_job(zwrun, probe, n, transport, args + ["--delay-rank", str(late), "--delay-ms", "15"], env)
+    out, _ = job.communicate(timeout=300)
+    if job.returncode != 0:
+        fail(f"delayed job exited {job.returncode}:\n{out}")
+    named = straggler_lines(out)
+    if not named or any(int(r) != late for r in named):
+        fail(f"{transport} {n} ranks, rank {late} delayed 15 ms: straggler lines name {named}:\n{out}")
+    job = start_job(zwrun, probe, n, transport, args, env)
+    out2, _ = job.communicate(timeout=300)
+    if job.returncode != 0:
+        fail(f"undelayed job exited {job.returncode}:\n{out2}")
+    if straggler_lines(out2):
+        fail(f"{transport} {n} ranks, nobody delayed: named {straggler_lines(out2)}:\n{out2}")
+    print(f"straggler {transport} {n} ranks: rank {late} named {len(named)} time(s) when delayed, nobody otherwise")
+    print([l for l in out.splitlines() if "straggler:" in l][0])
+    return 0
+
+
+def flight(zwrun, probe, zw_flight, transport, mode):
+    tmp = tempfile.mkdtemp(prefix="zw_mon_flight_")
+    try:
+        env = {"ZW_TIMEOUT": "4", "ZW_STRAGGLER_WINDOW": "0"}
+        job = start_job(zwrun, probe, 3, transport,
+                        ["--ops", "40", "--die-rank", "2", "--die-at", "20", "--die", mode],
+                        env, zwrun_args=["--flight-dir", tmp])
+        out, _ = job.communicate(timeout=120)
+        if job.returncode == 0:
+            fail(f"the job with rank 2 {mode}ped succeeded:\n{out}")
+        files = sorted(os.listdir(tmp))
+        if len(files) != 3:
+            fail(f"expected 3 flight files in {tmp}, found {files}")
+        res = subprocess.run([sys.executable, zw_flight, tmp, "--json"], capture_output=True, text=True)
+        if res.returncode != 0:
+            fail(f"zw_flight failed: {res.stderr}")
+        comm = json.loads(res.stdout)[0]
+        missing = comm["missing"]
+        if len(missing) != 1 or missing[0]["rank"] != 2 or missing[0]["never_reached"] != 20 \
+                or sorted(missing[0]["blocked"]) != [0, 1]:
+            fail(f"zw_flight's verdict: {missing}")
+        r2 = comm["ranks"]["2"]
+        if r2["last_done"]["coll_index"] != 19 or r2["running"] is not None:
+            fail(f"rank 2's records: {r2}")
+        for r in ("0", "1"):
+            s = comm["ranks"][r]
+            # Blocked in collective 20 when zwrun stopped the job, or failed in it (timeout, dead peer).
+            blocked = s["running"] is not None and s["running"]["coll_index"] == 20
+            failed_in = s["failed"] and s["failed_in"] and s["failed_in"]["coll_index"] == 20
+            if not (blocked or failed_in):
+                fail(f"rank {r} should be blocked or have failed in collective 20: {s}")
+        text = subprocess.run([sys.executable, zw_flight, tmp], capture_output=True, text=True).stdout
+        if "rank 2 never reached collective 20" not in text:
+            fail(f"zw_flight's text:\n{text}")
+        print(f"flight {transport} {mode}:\n{text}")
+        return 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def zwtop(zwrun, probe, zwtop_path):
+    if shutil.which("tmux") is None:
+        print("SKIPPED: tmux is not installed (tools/install-deps.sh installs it); zwtop's screen was not checked")
+        return SKIP
+    tmp = tempfile.mkdtemp(prefix="zw_mon_top_")
+    hold = os.path.join(tmp, "hold")
+    port = free_port_base(2)
+    session = f"zwtop{os.getpid()}"
+    job = start_job(zwrun, probe, 2, "shm", ["--ops", "90", "--delay-rank", "1", "--delay-ms", "10", "--hold-file", hold],
+                    {"ZW_STRAGGLER_WINDOW": "20"}, zwrun_args=["--metrics-port", str(port)])
+    try:
+        wait_ops(port, 90)
+        time.sleep(0.5)  # rank 0's service thread judges the last complete window
+        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "150", "-y", "30",
+                        f"{sys.executable} {zwtop_path} -n 2 --port {port} --interval 0.5"], check=True)
+        screen = ""
+        for _ in range(40):
+            time.sleep(0.25)
+            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+            if "<- straggler" in screen:
+                break
+        rows = {int(m.group(1)): m.group(0) for m in re.finditer(r"^\s+(\d)\s+default .*$", screen, re.M)}
+        coll = re.search(r"default\s+all_gather\s+8K\s+(\d+)", screen)
+        if not coll or int(coll.group(1)) != 180 or sorted(rows) != [0, 1] or "idle" not in rows[0] \
+                or "<- straggler" not in rows[1] or "<- straggler" in rows[0]:
+            fail(f"zwtop's screen:\n{screen}")
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"])
+        time.sleep(1)
+        alive = subprocess.run(["tmux", "has-session", "-t", session], capture_output=True).returncode == 0
+        if alive:
+            fail("zwtop did not quit on 'q'")
+        print("zwtop screen:\n" + screen)
+        return 0
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        with open(hold, "w"):
+            pass
+        try:
+            job.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            job.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    what, args = sys.argv[1], sys.argv[2:]
+    sys.exit({"endpoint": endpoint, "straggler": straggler, "flight": flight, "zwtop": zwtop}[what](*args))
