@@ -3,17 +3,26 @@
     PYTHONPATH=<site with zerowire> python bench/torch/bench_collectives.py --world 4 [--min 4K --max 64M --reps 5]
 
 Every process joins two groups over the same ranks, zerowire (the default group) and Gloo. For each operation
-(all_gather_into_tensor and reduce_scatter_tensor out of place, all_reduce in place; float32, sum) and size, the two backends
-take turns: `reps` rounds of [zerowire block, Gloo block], each block a barrier, one untimed call, a barrier and
-`iters` (10-200, about 64 MiB) back-to-back blocking calls. A block's time is the mean per call, averaged over ranks (nccl-tests' convention, as zw_*_perf prints it);
+(all_gather_into_tensor and reduce_scatter_tensor out of place, all_reduce in place; float32, sum) and size, the
+variants take turns: `reps` rounds of [zerowire, Gloo, zw-raw, zw-thp] blocks, each block a barrier, one untimed
+call, a barrier and `iters` (10-200, about 64 MiB) back-to-back blocking calls:
+- zerowire, Gloo: torch.distributed calls on tensors as a torch user makes them (torch.full / torch.empty: torch's
+  allocator, 4 KiB pages where transparent huge pages are `madvise`, as on most distributions);
+- zw-raw: the same operation on the same tensors straight on the zerowire group's communicator from C++
+  (zerowire._C._bench_loop: no Python, c10d, Work or Future), so zerowire / zw-raw is the binding's own cost;
+- zw-thp: torch.distributed calls on tensors over 2 MiB-aligned, MADV_HUGEPAGE, pre-faulted memory (how zw_*_perf
+  allocates its buffers), so zerowire / zw-thp is what torch's 4 KiB pages cost zerowire.
+`--variants` picks a subset (zerowire and gloo are always run). A block's time is the mean per call, averaged over ranks (nccl-tests' convention, as zw_*_perf prints it);
 the table shows each backend's median over rounds with the spread (min-max) and the ratio Gloo/zerowire. Sizes are
 nccl-tests' bytes: the output of all_gather, the input of reduce_scatter, the buffer of all_reduce. Buffers are
 allocated once per size and the results of one call per size are checked against Gloo's before timing.
 --json FILE also writes the rows.
 """
 import argparse
+import ctypes
 import datetime
 import json
+import mmap
 import os
 import statistics
 import time
@@ -21,6 +30,7 @@ import time
 import torch
 import torch.distributed as dist
 
+import zerowire._C
 import zerowire.torch  # noqa: F401
 
 import launch  # bench/torch/launch.py (the script's own folder is on sys.path)
@@ -38,15 +48,29 @@ def human(n):
     return str(n)
 
 
-def buffers(op, nbytes, world, rank):
+HUGE = 2 << 20
+
+
+def thp_tensor(elems, value, keep):
+    """A float32 tensor over anonymous private memory starting on a 2 MiB boundary, advised MADV_HUGEPAGE and filled
+    (faulted) once, as zw_*_perf allocates; `keep` holds the mapping alive."""
+    m = mmap.mmap(-1, max(elems * 4, 1) + HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    m.madvise(mmap.MADV_HUGEPAGE)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    keep.append(m)
+    return torch.frombuffer(m, dtype=torch.float32, count=elems, offset=(-addr) % HUGE).fill_(value)
+
+
+def buffers(op, nbytes, world, rank, make=None):
+    make = make or (lambda n, v: torch.full((n,), v))
     elems = nbytes // 4
     if op == "all_gather_into_tensor":
         per = elems // world
-        return torch.full((per,), float(rank)), torch.empty(per * world)
+        return make(per, float(rank)), make(per * world, 0.0)
     if op == "reduce_scatter_tensor":
         per = elems // world
-        return torch.full((per * world,), float(rank)), torch.empty(per)
-    return torch.full((elems,), float(rank)), torch.empty(elems)
+        return make(per * world, float(rank)), make(per, 0.0)
+    return make(elems, float(rank)), make(elems, 0.0)
 
 
 def call(op, inp, out, group):
@@ -58,14 +82,17 @@ def call(op, inp, out, group):
         dist.all_reduce(out, group=group)  # in place on the output buffer (zeros while timing: sums stay finite)
 
 
-def block(op, inp, out, group, iters, gloo):
+def block(op, inp, out, group, iters, gloo, raw=False):
     dist.barrier(group=group)
     call(op, inp, out, group)  # untimed: the first call after the other backend's block
     dist.barrier(group=group)
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        call(op, inp, out, group)
-    per_call = (time.perf_counter() - t0) / iters
+    if raw:
+        per_call = zerowire._C._bench_loop(group._get_backend(torch.device("cpu")), op, out, inp, iters) / iters
+    else:
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            call(op, inp, out, group)
+        per_call = (time.perf_counter() - t0) / iters
     t = torch.tensor([per_call], dtype=torch.float64)
     dist.all_reduce(t, group=gloo)
     return float(t) / dist.get_world_size()
@@ -94,20 +121,29 @@ def worker(rank, world, port, args):
             call(op, inp, out, zw)
             assert torch.equal(out, ref), f"{op} {nbytes}: zerowire's result differs from Gloo's"
             out.zero_()
+            keep = []
+            if "thp" in args.variants:
+                thp_in, thp_out = buffers(op, nbytes, world, rank, lambda n, v: thp_tensor(n, v, keep))
             iters = max(10, min(200, (64 << 20) // max(nbytes, 1)))
-            zt, gt = [], []
+            times = {v: [] for v in ("zw", "gloo", *args.variants)}
             for _ in range(args.reps):
-                zt.append(block(op, inp, out, zw, iters, gloo))
-                gt.append(block(op, inp, out, gloo, iters, gloo))
-            row = dict(op=op, world=world, bytes=nbytes, iters=iters, zw_us=statistics.median(zt) * 1e6,
-                       zw_min_us=min(zt) * 1e6, zw_max_us=max(zt) * 1e6, gloo_us=statistics.median(gt) * 1e6,
-                       gloo_min_us=min(gt) * 1e6, gloo_max_us=max(gt) * 1e6)
+                times["zw"].append(block(op, inp, out, zw, iters, gloo))
+                times["gloo"].append(block(op, inp, out, gloo, iters, gloo))
+                if "raw" in args.variants:
+                    times["raw"].append(block(op, inp, out, zw, iters, gloo, raw=True))
+                if "thp" in args.variants:
+                    times["thp"].append(block(op, thp_in, thp_out, zw, iters, gloo))
+            row = dict(op=op, world=world, bytes=nbytes, iters=iters)
+            for v, ts in times.items():
+                row.update({f"{v}_us": statistics.median(ts) * 1e6, f"{v}_min_us": min(ts) * 1e6,
+                            f"{v}_max_us": max(ts) * 1e6})
             row["ratio"] = row["gloo_us"] / row["zw_us"]
             rows.append(row)
             if rank == 0:
-                print(f"{op:24s} n={world} {human(nbytes):>5s}  zerowire {row['zw_us']:10.1f} us "
-                      f"[{row['zw_min_us']:.1f}-{row['zw_max_us']:.1f}]  gloo {row['gloo_us']:10.1f} us "
-                      f"[{row['gloo_min_us']:.1f}-{row['gloo_max_us']:.1f}]  gloo/zerowire {row['ratio']:5.2f}",
+                cells = "  ".join(f"{name} {row[v + '_us']:9.1f} [{row[v + '_min_us']:.1f}-{row[v + '_max_us']:.1f}]"
+                                  for v, name in (("zw", "zerowire"), ("gloo", "gloo"), ("raw", "zw-raw"),
+                                                  ("thp", "zw-thp")) if v in times)
+                print(f"{op:22s} n={world} {human(nbytes):>4s} us: {cells}  gloo/zerowire {row['ratio']:5.2f}",
                       flush=True)
     if rank == 0 and args.json:
         with open(args.json, "w") as f:
@@ -123,6 +159,7 @@ def main():
     p.add_argument("--factor", type=int, default=4)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--ops", nargs="+", default=["all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce"])
+    p.add_argument("--variants", nargs="*", default=["raw", "thp"], choices=["raw", "thp"])
     p.add_argument("--json")
     args = p.parse_args()
     launch.spawn(worker, args.world, args)

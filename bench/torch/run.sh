@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The torch.distributed benchmarks of docs/PERF.md ("torch.distributed backend"): zerowire against Gloo through
-# torch.distributed (2 and 4 processes, 4 KiB - 64 MiB), the binding's overhead against zerowire's own
-# zw_*_perf from 1 MiB, and the FSDP2 CPU step time.
+# torch.distributed (2 and 4 processes, 4 KiB - 64 MiB, with zerowire also timed straight from C++ and on huge-page
+# tensors, interleaved), the binding's overhead against zerowire's own zw_*_perf from 1 MiB, and the FSDP2 CPU step
+# time.
 #   bench/torch/run.sh [BUILD_DIR]      (default build; needs the targets zwrun and zw_*_perf, and python/site from
 #                                        the torch_pip_install test or `pip install --target BUILD_DIR/python/site`)
 set -euo pipefail
