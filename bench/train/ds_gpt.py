@@ -24,14 +24,13 @@ import argparse
 import json
 import os
 import socket
-import statistics
 import sys
 import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_gpt import GPT, SplitMix, allow_tf32, load_tokens, lr_at  # noqa: E402
+from torch_gpt import GPT, SplitMix, allow_tf32, load_tokens, lr_at, report  # noqa: E402
 
 
 def free_port():
@@ -121,19 +120,8 @@ def main():
             print(f"step {step + 1}/{a.steps} | loss {loss.item():.4f} | lr {lr_at(step, a):.2e} | "
                   f"{rate:.0f} tok/s | {dt * 1e3:.1f} ms{' (warm-up, not timed)' if step < a.warmup_iters else ''}",
                   flush=True)
-    median = statistics.median(rates)
-    mfu = 100.0 * median * flops_per_token / (peak_tflops * 1e12)
-    peak = torch.cuda.max_memory_allocated() / 2**30
-    reserved = torch.cuda.max_memory_reserved() / 2**30
-    print(f"ds_gpt: done, {len(rates)} timed steps, median {median:.0f} tokens/s, MFU {mfu:.1f} %, peak {peak:.2f} GiB "
-          f"allocated, {reserved:.2f} GiB reserved, initialize {init_s:.1f} s")
     print(f"init_s={init_s:.2f}")
-    print(f"mfu={mfu:.2f}")
-    print(f"peak_gib={peak:.3f}")
-    print(f"peak_reserved_gib={reserved:.3f}")
-    print(f"compile_s={sum(warm_s):.2f}")
-    print(f"tokens_per_s={median:.1f}")
-
+    report("ds_gpt", rates, warm_s, flops_per_token, peak_tflops, True, f", initialize {init_s:.1f} s")
 
 if __name__ == "__main__":
     main()

@@ -252,17 +252,23 @@ def main():
             tag = " (warm-up, not timed)" if step < a.warmup_iters else ""
             print(f"step {step + 1}/{a.steps} | loss {loss.item():.4f} | lr {lr_at(step, a):.2e} | "
                   f"norm {norm.item():.3f} | {rate:.0f} tok/s | {dt * 1e3:.1f} ms{tag}", flush=True)
-    median = statistics.median(rates)
     if warm_s:
         print(f"torch_gpt: untimed warm-up steps took {' + '.join(f'{s:.2f}' for s in warm_s)} s"
               f"{' (the first includes torch.compile of forward and backward)' if a.compile else ''}")
+    report("torch_gpt", rates, warm_s, flops_per_token, peak_tflops, cuda)
+
+
+def report(who, rates, warm_s, flops_per_token, peak_tflops, cuda, extra=""):
+    """The closing lines that bench/train/gpu.sh reads (also ds_gpt.py's): the median of the timed steps' tokens/s,
+    and on CUDA the MFU and torch's peak memory."""
+    median = statistics.median(rates)
     if cuda:
         mfu = 100.0 * median * flops_per_token / (peak_tflops * 1e12)
         peak = torch.cuda.max_memory_allocated() / 2**30
         reserved = torch.cuda.max_memory_reserved() / 2**30
-        print(f"torch_gpt: done, {len(rates)} timed steps, median {median:.0f} tokens/s, MFU {mfu:.1f} % "
+        print(f"{who}: done, {len(rates)} timed steps, median {median:.0f} tokens/s, MFU {mfu:.1f} % "
               f"({flops_per_token / 1e9:.3f} GFLOP/token at {peak_tflops} TFLOP/s), peak {peak:.2f} GiB allocated, "
-              f"{reserved:.2f} GiB reserved")
+              f"{reserved:.2f} GiB reserved{extra}")
         print(f"mfu={mfu:.2f}")
         print(f"peak_gib={peak:.3f}")
         print(f"peak_reserved_gib={reserved:.3f}")
