@@ -55,6 +55,10 @@
 #              installs python/ (the torch backend) against this build and /usr/bin/python3's torch, offline, then
 #              runs tests/python's collectives matrix on CUDA tensors and FSDP2 GPT-2-small training against Gloo,
 #              2 processes sharing GPU 0 (logs torch_*.txt).
+#   monitor    only with ZW_GPU_MONITOR=1 (best with ZW_GPU_SKIP=tests,memcheck,zero3,multiproc,reduce,offload,train):
+#              the monitoring's cost on this host's quiet CPUs (issue 23): zw_monitor_hook_bench, `ctest -L monitor`,
+#              and bench/monitor/overhead.py (monitoring on/off interleaved, 9 repetitions, 2 and 4 ranks over shm,
+#              all_gather and all_reduce 4 KiB-64 MiB, with the metrics' busbw beside the benchmark's; monitor.txt).
 #   summary    printed last: stage times and status, the tests (failed or cut with their first error lines, skipped
 #              for lack of GPUs, other skips), the collectives' time per world and stalls, memcheck, the 4-process
 #              runs, then the benchmark tables: reduce, offload, train, zerowire vs NCCL and the ring kernels.
@@ -365,6 +369,20 @@ stage_torch() {
   tail -4 "$LOG/torch_fsdp2.txt" | cut -c1-240
   return "$worst"
 }
+# Monitoring (issue 23): hook cost, the monitor tests, and on/off overhead through the collectives benchmarks.
+stage_monitor() {
+  local worst=0
+  bounded 300 ninja -C "$BUILD" -k 0 zwrun zw_all_gather_perf zw_all_reduce_perf zw_monitor_hook_bench zw_monitor_probe \
+    zw_monitor_unit_test zw_monitor_comm_test >"$LOG/monitor_build.txt" 2>&1 ||
+    { echo "   build FAILED:"; tail -15 "$LOG/monitor_build.txt"; return 1; }
+  bounded 60 "$BUILD/bench/monitor/zw_monitor_hook_bench" | tee "$LOG/monitor.txt"
+  (cd "$BUILD" && bounded 240 ctest -L monitor --output-on-failure) >"$LOG/monitor_tests.txt" 2>&1 || worst=1
+  grep -E "tests passed|Failed|Not Run|Skipped|\*\*\*" "$LOG/monitor_tests.txt" | head -20
+  bounded 400 python3 "$ROOT/bench/monitor/overhead.py" "$BUILD" --reps 9 --iters 200 --warmup 5 \
+    | tee -a "$LOG/monitor.txt" || worst=1
+  return "$worst"
+}
+export -f stage_monitor
 export -f run_bin stage_build test_limit test_rank stage_tests stage_memcheck stage_multiproc stage_reduce \
   stage_offload stage_train stage_peercopy stage_nccl stage_ring stage_zero3 stage_ncclapi stage_torch
 
@@ -443,6 +461,7 @@ if [ -f "$BUILD/build.ninja" ]; then
   fi
   if [ "${ZW_GPU_NCCL_API:-0}" = 1 ]; then stage ncclapi 560; else skip_stage ncclapi "ZW_GPU_NCCL_API=1 runs it"; fi
   if [ "${ZW_GPU_TORCH:-0}" = 1 ]; then stage torch 560; else skip_stage torch "ZW_GPU_TORCH=1 runs it"; fi
+  if [ "${ZW_GPU_MONITOR:-0}" = 1 ]; then stage monitor 560; else skip_stage monitor "ZW_GPU_MONITOR=1 runs it"; fi
 fi
 
 echo "== summary ($MODE, $NGPU GPU(s), $(($(date +%s) - START)) s of the $BUDGET s budget; logs in $LOG)"

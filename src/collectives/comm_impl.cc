@@ -386,12 +386,14 @@ void CommImpl::run_next(std::unique_lock<std::mutex>& lock, bool by_waiter) {
     Status failed = failed_;
     executing_.store(true, std::memory_order_relaxed);
     lock.unlock();
-    op.work->mark_started();
-    if (monitor_) monitor_->on_start(op.desc, op.seq, op.enqueued.time_since_epoch().count(), monitor::PathKind::kHost);
+    const int64_t start = SteadyClock::now().time_since_epoch().count();  // one read for the handle and the records
+    op.work->mark_started(start);
+    if (monitor_) monitor_->on_start(op.desc, op.seq, op.enqueued.time_since_epoch().count(), start);
     Status s = execute(op, failed, by_waiter);
-    if (monitor_) monitor_->on_finish(s);
+    const int64_t end = SteadyClock::now().time_since_epoch().count();
+    if (monitor_) monitor_->on_finish(s, end);
     executing_.store(false, std::memory_order_release);  // before its waiters can return (and destroy us)
-    op.work->finish(std::move(s));
+    op.work->finish(std::move(s), end);
     op = Pending{};  // the task's captures are released outside the lock
     lock.lock();
   }

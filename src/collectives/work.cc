@@ -15,7 +15,9 @@ int64_t steady_ns() {
 }
 }  // namespace
 
-void WorkState::mark_started() { started_ns_.store(steady_ns(), std::memory_order_relaxed); }
+void WorkState::mark_started() { mark_started(steady_ns()); }
+
+void WorkState::mark_started(int64_t now_ns) { started_ns_.store(now_ns, std::memory_order_relaxed); }
 
 OpTiming WorkState::timing() const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -24,8 +26,9 @@ OpTiming WorkState::timing() const {
   return OpTiming{start, finished_ns_};
 }
 
-void WorkState::finish(Status status) {
-  const int64_t end = steady_ns();
+void WorkState::finish(Status status) { finish(std::move(status), steady_ns()); }
+
+void WorkState::finish(Status status, int64_t end) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     finished_ns_ = end;

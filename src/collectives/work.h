@@ -50,6 +50,8 @@ class WorkState {
   // An operation queued on a communicator as number `seq`; waits go through `runner`.
   WorkState(std::shared_ptr<WorkRunner> runner, uint64_t seq) : runner_(std::move(runner)), seq_(seq) {}
   void finish(Status status);
+  // finish() with the end time already read (steady-clock ns).
+  void finish(Status status, int64_t end_ns);
   bool done() const;
   // done(), and nudges the runner when not done (Work::test()).
   bool test() const;
@@ -60,6 +62,8 @@ class WorkState {
   Status status() const;
   // Records that the operation starts running now (steady clock); called by whoever runs it, before running it.
   void mark_started();
+  // The same with the time already read (steady-clock ns), so that the caller's monitoring needs no clock read.
+  void mark_started(int64_t now_ns);
   // When the operation ran: steady-clock ns of mark_started() and finish(); {0, 0} when not (yet) known (polled GPU
   // operations, or an operation not finished yet).
   OpTiming timing() const;

@@ -54,8 +54,8 @@ std::shared_ptr<CommMonitor> CommMonitor::create(MonitorSetup setup) {
 
 CommMonitor::~CommMonitor() = default;
 
-void CommMonitor::on_start(const OpDesc& desc, uint64_t seq, uint64_t enqueue_ns, PathKind path) {
-  start_ns_ = now_ns();
+void CommMonitor::on_start(const OpDesc& desc, uint64_t seq, int64_t enqueue_ns, int64_t start_ns, PathKind path) {
+  start_ns_ = static_cast<uint64_t>(start_ns);
   seq_ = seq;
   desc_ = desc;
   bytes_ = op_bytes(desc, setup_.size);
@@ -64,7 +64,7 @@ void CommMonitor::on_start(const OpDesc& desc, uint64_t seq, uint64_t enqueue_ns
   f.coll_index = is_p2p(desc.kind) ? 0 : coll_index_++;
   f.bytes = bytes_;
   f.count = desc.count;
-  f.enqueue_ns = enqueue_ns;
+  f.enqueue_ns = static_cast<uint64_t>(enqueue_ns);
   f.start_ns = start_ns_;
   f.kind = static_cast<uint8_t>(desc.kind);
   f.algo = static_cast<uint8_t>(desc.algo);
@@ -75,9 +75,9 @@ void CommMonitor::on_start(const OpDesc& desc, uint64_t seq, uint64_t enqueue_ns
   record_ = ring_->begin(f);
 }
 
-void CommMonitor::on_finish(const Status& status) {
+void CommMonitor::on_finish(const Status& status, int64_t end_ns) {
   if (record_ == UINT64_MAX) return;
-  const uint64_t end = now_ns();
+  const uint64_t end = static_cast<uint64_t>(end_ns);
   const uint64_t ns = end > start_ns_ ? end - start_ns_ : 0;
   const bool failed = !status.ok();
   ring_->finish(record_, end, failed ? OpState::kFailed : OpState::kDone, static_cast<uint16_t>(status.code()));

@@ -46,8 +46,10 @@ class CommMonitor {
 
   // Hot path (see the threading note above).
   void on_enqueue(uint64_t seq) { ring_->note_enqueued(seq); }
-  void on_start(const OpDesc& desc, uint64_t seq, uint64_t enqueue_ns, PathKind path);
-  void on_finish(const Status& status);
+  // Times are steady-clock (CLOCK_MONOTONIC) ns read by the caller, which needs them anyway (Work::timing()).
+  void on_start(const OpDesc& desc, uint64_t seq, int64_t enqueue_ns, int64_t start_ns,
+                PathKind path = PathKind::kHost);
+  void on_finish(const Status& status, int64_t end_ns);
 
   // The communicator is going away: a last dump, then unregistered from the service.
   void retire();

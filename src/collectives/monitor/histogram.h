@@ -12,6 +12,17 @@
 
 namespace zw::internal::monitor {
 
+// The histogram's bucket bounds, 1000 · 2^(k/2) ns rounded, computed at compile time (no guard on the hot path).
+constexpr std::array<uint64_t, 55> make_latency_bounds() {
+  std::array<uint64_t, 55> out{};
+  for (int k = 0; k < 55; ++k) {
+    const double base = (k % 2 == 0) ? 1000.0 : 1414.2135623730951;
+    out[static_cast<size_t>(k)] = static_cast<uint64_t>(base * static_cast<double>(uint64_t{1} << (k / 2)) + 0.5);
+  }
+  return out;
+}
+inline constexpr std::array<uint64_t, 55> kLatencyBounds = make_latency_bounds();
+
 class LatencyHistogram {
  public:
   static constexpr int kFinite = 55;           // buckets with an upper bound: 1 µs · 2^(k/2), k = 0..54
@@ -62,14 +73,7 @@ class LatencyHistogram {
   }
 
  private:
-  static const std::array<uint64_t, kFinite>& bounds() {
-    static const std::array<uint64_t, kFinite> b = [] {
-      std::array<uint64_t, kFinite> out{};
-      for (int k = 0; k < kFinite; ++k) out[static_cast<size_t>(k)] = static_cast<uint64_t>(std::llround(1000.0 * std::exp2(k / 2.0)));
-      return out;
-    }();
-    return b;
-  }
+  static const std::array<uint64_t, kFinite>& bounds() { return kLatencyBounds; }
   std::array<std::atomic<uint64_t>, kBuckets> counts_{};
 };
 
