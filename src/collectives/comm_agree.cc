@@ -76,7 +76,8 @@ Status check_settings_agree(Store& store, int rank, int size, const CommSettings
     auto theirs = store.get("agree/" + std::to_string(p),
                             std::chrono::duration_cast<std::chrono::milliseconds>(deadline.remaining()));
     if (!theirs.ok())
-      return theirs.status().with_context("rank " + std::to_string(p) + " never published its settings (is it "
+      return theirs.status().with_context("rank " + std::to_string(p) +
+                                          " never published its settings (is it "
                                           "running, with the same world size and communicator name?)");
     std::string d = agreement_differences(mine, rank, theirs.value(), p);
     if (d.empty()) continue;

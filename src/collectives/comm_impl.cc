@@ -87,7 +87,7 @@ std::vector<std::byte> from_hex(const std::string& text) {
 
 // One line each: transport address, host, pid, world size, eager inbox key (hex).
 std::string encode_record(const std::string& address, int world_size, const std::vector<std::byte>& inbox_key) {
-  return address + "\n" + net::hostname() + "\n" + std::to_string(getpid()) + "\n" + std::to_string(world_size) +
+  return address + "\n" + rank_host_name() + "\n" + std::to_string(getpid()) + "\n" + std::to_string(world_size) +
          "\n" + to_hex(inbox_key);
 }
 
@@ -175,7 +175,7 @@ Status CommImpl::connect(Store& store) {
   std::vector<std::vector<std::byte>> inbox_keys(size_);
 
   peers_.resize(size_);
-  peers_[rank_] = PeerInfo{net::hostname(), static_cast<int>(getpid())};
+  peers_[rank_] = PeerInfo{rank_host_name(), static_cast<int>(getpid())};
   endpoints_.resize(size_);
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
@@ -201,6 +201,7 @@ Status CommImpl::connect(Store& store) {
   // its owner moved it to RTR drops the packet and the sender retries only after a full ack timeout.
   ZW_TRY(store_barrier(store, "connecting", deadline));
   rendezvous_ = std::make_unique<Rendezvous>(rank_, *transport_, endpoints_, peers_);
+  rendezvous_->set_blame_store(store_);
   if (inbox_region_)
     rendezvous_->enable_eager(settings_.eager, RegBuf{inbox_region_.get(), &inbox_key_}, std::move(inbox_keys));
   for (int p = 0; p < size_; ++p) {

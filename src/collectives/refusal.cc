@@ -35,8 +35,8 @@ void Rendezvous::broadcast_refusal(const std::string& why) {
 }
 
 Status Rendezvous::refused_error(int peer, uint64_t seq, const std::string& why) const {
-  return Status(Code::kAborted, "operation #" + std::to_string(seq) + " (" + desc_.describe() + " here) was refused by " +
-                                    describe(peer) + ": " + why);
+  return Status(Code::kAborted, "operation #" + std::to_string(seq) + " (" + desc_.describe() +
+                                    " here) was refused by " + describe(peer) + ": " + why);
 }
 
 Status Rendezvous::on_refusal(int peer, std::span<const std::byte> payload) {

@@ -18,7 +18,9 @@ class Communicator;
 namespace zw::internal {
 
 // The description a refusal marker runs under: a barrier with a count no barrier has. Peers never compare it.
-inline OpDesc refusal_desc() { return OpDesc{OpKind::kBarrier, Algo::kTree, DataType::kUInt8, ReduceOp::kSum, 0, ~0ull}; }
+inline OpDesc refusal_desc() {
+  return OpDesc{OpKind::kBarrier, Algo::kTree, DataType::kUInt8, ReduceOp::kSum, 0, ~0ull};
+}
 inline bool is_refusal(const OpDesc& d) { return d.kind == OpKind::kBarrier && d.count == ~0ull; }
 
 // Queues the announcement that this rank refused a collective call with `why` (a world of one: nothing to tell).

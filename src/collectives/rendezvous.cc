@@ -9,7 +9,6 @@
 #include "collectives/refusal.h"
 #include "collectives/rendezvous_wire.h"
 #include "common/log.h"
-#include "common/process.h"
 
 namespace zw::internal {
 namespace {
@@ -34,22 +33,6 @@ std::string Rendezvous::describe(int rank) const {
   if (rank < 0 || rank >= static_cast<int>(peers_.size())) return "rank " + std::to_string(rank);
   return "rank " + std::to_string(rank) + " (host " + peers_[rank].host + ", pid " + std::to_string(peers_[rank].pid) +
          ")";
-}
-
-// "rank 2 (host h, pid p) is stopped" for every other rank on this host whose process is in the stopped state
-// (/proc/PID/stat state T or t), joined with "; ", or "" when there is none (or /proc cannot tell).
-std::string Rendezvous::stopped_local_peers() const {
-  std::string out;
-  if (rank_ < 0 || rank_ >= static_cast<int>(peers_.size())) return out;
-  for (size_t p = 0; p < peers_.size(); ++p) {
-    if (static_cast<int>(p) == rank_ || peers_[p].pid <= 0 || peers_[p].host != peers_[size_t(rank_)].host) continue;
-    char state = '?';
-    uint64_t start = 0;
-    if (!read_proc_stat(peers_[p].pid, &state, &start)) continue;
-    if (state != 'T' && state != 't') continue;
-    out += (out.empty() ? "" : "; ") + describe(static_cast<int>(p)) + " is stopped";
-  }
-  return out;
 }
 
 Status Rendezvous::begin_op(uint64_t seq, const OpDesc& desc, Deadline deadline, double timeout_s) {
@@ -105,6 +88,7 @@ Status Rendezvous::dispatch(int peer, const transport::Message& msg) {
     case kCtrlEager: return on_eager(peer, payload);
     case kCtrlCredit: return on_credit(peer, payload);
     case kCtrlRefuse: return on_refusal(peer, payload);
+    case kCtrlBlameQuery: on_blame_query(peer, payload); return Status();
     case kCtrlCts: break;
     default: return Status(Code::kProtocolError, "unknown control message from " + describe(peer));
   }
@@ -117,6 +101,7 @@ Status Rendezvous::dispatch(int peer, const transport::Message& msg) {
   Cts cts{w.op.seq, w.tag, from_wire(w.op), w.offset, w.bytes, w.key_len, {}};
   std::memcpy(cts.key.data(), payload.data() + sizeof w, w.key_len);
   if (cts.seq == seq_) ZW_TRY(check_desc(peer, cts.desc));
+  note_seen(peer, cts.seq, cts.desc);
   state_[peer].cts.push_back(std::move(cts));
   return Status();
 }
@@ -163,6 +148,8 @@ Status Rendezvous::check_peer(int peer) {
 
 Status Rendezvous::wait_for(int peer, const char* what, uint64_t tag, Predicate done, bool local) {
   int idle_rounds = 0;
+  waiting_peer_ = peer;
+  waiting_what_ = what;
   for (;;) {
     ZW_TRY(pump());
     if (done()) return Status();
@@ -176,13 +163,8 @@ Status Rendezvous::wait_for(int peer, const char* what, uint64_t tag, Predicate 
       std::snprintf(secs, sizeof secs, "%g", timeout_s_);
       const std::string waited = std::string("timed out after ") + secs + " s waiting for " + what + " (" +
                                  tag_string(tag) + ") from " + describe(peer);
-      // The neighbour this rank waits on is often only waiting itself: a stopped process on this host is named.
-      const std::string stopped = stopped_local_peers();
-      if (!stopped.empty())  // last: a reason forwarded to the other ranks keeps its head and its tail
-        return Status(Code::kTimeout, waited + "; " + stopped +
-                                          " (SIGSTOP or a debugger): the operation cannot finish until it is continued");
-      return Status(Code::kTimeout, waited + ": it may be stuck, much slower, or not calling this collective; "
-                                             "raise ZW_TIMEOUT if it is only slow");
+      // The neighbour this rank waits on is often only waiting itself: the ranks compare what they wait for.
+      return blame_timeout(peer, waited);
     }
     if (now >= next_liveness_check_) {
       ZW_TRY(check_peer(peer));

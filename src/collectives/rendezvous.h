@@ -33,6 +33,7 @@
 #include "collectives/op_desc.h"
 #include "common/clock.h"
 #include "transport/transport.h"
+#include "zerowire/store.h"
 
 namespace zw::internal {
 
@@ -59,6 +60,9 @@ struct PeerInfo {
   std::string host;
   int pid = 0;
 };
+
+// This rank's host name as its peers see it: ZW_HOSTNAME, else gethostname (blame.cc).
+std::string rank_host_name();
 
 struct EagerConfig {
   size_t bytes = 0;  // largest eager transfer; 0 disables eager transfers
@@ -110,8 +114,11 @@ class Rendezvous {
 
   // "rank 3 (host node7, pid 4242)".
   std::string describe(int rank) const;
-  // The other ranks on this host whose process is stopped (see rendezvous.cc), for timeout errors.
-  std::string stopped_local_peers() const;
+  // The other ranks on this host whose process is stopped (/proc state T), for timeout errors (blame.cc).
+  std::vector<int> stopped_local_ranks() const;
+  // The store timed-out operations compare reports through (blame.cc); without one a timeout names what this rank
+  // sees alone.
+  void set_blame_store(std::shared_ptr<Store> store) { blame_store_ = std::move(store); }
   // The transport's name ("shm", "tcp", ...), for algorithms that suit one transport only.
   const char* transport_name() const { return transport_.name(); }
 
@@ -147,6 +154,8 @@ class Rendezvous {
     uint64_t p2p_sent = 0;            // point-to-point transfers to this peer so far
     uint64_t p2p_received = 0;        // point-to-point transfers from this peer so far
     std::vector<std::pair<uint64_t, std::string>> refusals;  // operations ahead that the peer refused, and why
+    uint64_t seen_seq = 0;            // the last collective this peer's messages belonged to (blame.cc)
+    OpDesc seen_desc;
   };
 
   bool is_eager(size_t bytes) const { return eager_.bytes > 0 && bytes <= eager_.bytes; }
@@ -170,6 +179,15 @@ class Rendezvous {
   Status on_refusal(int peer, std::span<const std::byte> payload);
   Status check_refusals();
   Status refused_error(int peer, uint64_t seq, const std::string& why) const;
+  // The blame protocol (blame.cc): this rank's report, a peer's query, and the error of a timed-out wait.
+  std::string blame_record() const;
+  void on_blame_query(int peer, std::span<const std::byte> payload);
+  Status blame_timeout(int peer, const std::string& waited);
+  void note_seen(int peer, uint64_t seq, const OpDesc& desc) {
+    if (is_p2p(desc.kind) || seq < state_[peer].seen_seq) return;
+    state_[peer].seen_seq = seq;
+    state_[peer].seen_desc = desc;
+  }
   Status wait_for(int peer, const char* what, uint64_t tag, Predicate done, bool local = false);
   Status check_peer(int peer);
   // Bit 63 is clear: it marks the notifications of eager writes, which carry no meaning of their own.
@@ -193,6 +211,10 @@ class Rendezvous {
   EagerConfig eager_;
   RegBuf inbox_;
   std::vector<std::vector<std::byte>> peer_inbox_keys_;
+  int waiting_peer_ = -1;             // what the current wait is for (blame.cc)
+  const char* waiting_what_ = "";
+  std::shared_ptr<Store> blame_store_;
+  uint64_t answered_blame_ = 0;       // the last operation whose query this rank answered
 };
 
 }  // namespace zw::internal

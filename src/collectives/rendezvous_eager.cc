@@ -88,6 +88,7 @@ Status Rendezvous::on_eager(int peer, std::span<const std::byte> payload) {
   if (w.credits != 0) ZW_TRY(take_credits(peer, w.credits));
   EagerArrived a{w.op.seq, w.tag, w.bytes, from_wire(w.op), w.slot};
   if (a.seq == seq_) ZW_TRY(check_desc(peer, a.desc));
+  note_seen(peer, a.seq, a.desc);
   auto& posted = state_[peer].eager_posted;
   for (auto it = posted.begin(); it != posted.end(); ++it) {
     if (it->seq != a.seq || it->tag != a.tag) continue;

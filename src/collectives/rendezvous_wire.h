@@ -8,7 +8,7 @@
 
 namespace zw::internal {
 
-enum : uint8_t { kCtrlCts = 1, kCtrlAbort = 2, kCtrlEager = 3, kCtrlCredit = 4, kCtrlRefuse = 5 };
+enum : uint8_t { kCtrlCts = 1, kCtrlAbort = 2, kCtrlEager = 3, kCtrlCredit = 4, kCtrlRefuse = 5, kCtrlBlameQuery = 6 };
 
 // The operation a message belongs to, for desync checks.
 struct OpWire {
@@ -54,6 +54,13 @@ struct CreditWire {
 
 // The sender refused its call of operation `seq` as a usage error (refusal.h); the reason's text follows.
 struct RefuseWire {
+  uint8_t type;
+  uint8_t reserved[7];
+  uint64_t seq;
+};
+
+// The sender timed out in operation `seq` and asks for every rank's report in the store (blame.cc).
+struct BlameQueryWire {
   uint8_t type;
   uint8_t reserved[7];
   uint64_t seq;

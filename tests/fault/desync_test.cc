@@ -28,9 +28,9 @@ struct Spec {
 
 struct Case {
   const char* name;
-  Spec common;                            // ranks 0 and 1
-  Spec odd;                               // rank 2
-  std::vector<const char*> needles;       // every rank's error contains each (empty: the op must succeed)
+  Spec common;                       // ranks 0 and 1
+  Spec odd;                          // rank 2
+  std::vector<const char*> needles;  // every rank's error contains each (empty: the op must succeed)
 };
 
 constexpr int kRanks = 3;
@@ -69,11 +69,21 @@ Status issue(Communicator& comm, const Spec& s) {
       }
       w = all_gather(comm, o);
       break;
-    case Kind::kReduceScatter: w = reduce_scatter(comm, o); break;
-    case Kind::kBroadcast: w = broadcast(comm, o); break;
-    case Kind::kReduce: w = reduce(comm, o); break;
-    case Kind::kAllToAll: w = all_to_all(comm, o); break;
-    case Kind::kBarrier: w = barrier(comm); break;
+    case Kind::kReduceScatter:
+      w = reduce_scatter(comm, o);
+      break;
+    case Kind::kBroadcast:
+      w = broadcast(comm, o);
+      break;
+    case Kind::kReduce:
+      w = reduce(comm, o);
+      break;
+    case Kind::kAllToAll:
+      w = all_to_all(comm, o);
+      break;
+    case Kind::kBarrier:
+      w = barrier(comm);
+      break;
   }
   ZW_TRY(finish(w));
   // Successful: the float sum of ranks 1..n lands where each op puts it (the cases that succeed use float sums).
@@ -102,10 +112,14 @@ std::vector<Case> cases() {
   };
   return {
       {"broadcast_root", bc, with(bc, [](Spec& s) { s.root = 1; }), {"rank 2", "root=0", "root=1"}},
-      {"broadcast_root_big", with(bc, [](Spec& s) { s.count = 1 << 20; }),
-       with(bc, [](Spec& s) { s.count = 1 << 20, s.root = 2; }), {"rank 2", "root=0", "root=2"}},
+      {"broadcast_root_big",
+       with(bc, [](Spec& s) { s.count = 1 << 20; }),
+       with(bc, [](Spec& s) { s.count = 1 << 20, s.root = 2; }),
+       {"rank 2", "root=0", "root=2"}},
       {"reduce_root", rd, with(rd, [](Spec& s) { s.root = 1; }), {"rank 2", "root=0", "root=1"}},
-      {"reduce_root_2", with(rd, [](Spec& s) { s.root = 2; }), with(rd, [](Spec& s) { s.root = 0; }),
+      {"reduce_root_2",
+       with(rd, [](Spec& s) { s.root = 2; }),
+       with(rd, [](Spec& s) { s.root = 0; }),
        {"rank 2", "root=0", "root=2"}},
       {"broadcast_count", bc, with(bc, [](Spec& s) { s.count = 101; }), {"rank 2", "count=100", "count=101"}},
       {"reduce_op", rd, with(rd, [](Spec& s) { s.op = ReduceOp::kMax; }), {"rank 2", "sum", "max"}},
@@ -113,20 +127,30 @@ std::vector<Case> cases() {
       {"all_reduce_count_0", ar, with(ar, [](Spec& s) { s.count = 0; }), {"rank 2", "count=100", "count=0"}},
       {"all_reduce_dtype", ar, with(ar, [](Spec& s) { s.dtype = DataType::kInt32; }), {"rank 2", "float", "int32"}},
       {"all_reduce_op", ar, with(ar, [](Spec& s) { s.op = ReduceOp::kMax; }), {"rank 2", "sum", "max"}},
-      {"all_reduce_vs_all_gather", ar, with(ar, [](Spec& s) { s.kind = Kind::kAllGather; }),
+      {"all_reduce_vs_all_gather",
+       ar,
+       with(ar, [](Spec& s) { s.kind = Kind::kAllGather; }),
        {"rank 2", "all_reduce", "all_gather"}},
-      {"all_gather_vs_reduce_scatter", with(ar, [](Spec& s) { s.kind = Kind::kAllGather; }),
-       with(ar, [](Spec& s) { s.kind = Kind::kReduceScatter; }), {"rank 2", "all_gather", "reduce_scatter"}},
-      {"all_to_all_count", with(ar, [](Spec& s) { s.kind = Kind::kAllToAll; }),
-       with(ar, [](Spec& s) { s.kind = Kind::kAllToAll, s.count = 7; }), {"rank 2", "count=100", "count=7"}},
-      {"barrier_vs_all_reduce", ar, with(ar, [](Spec& s) { s.kind = Kind::kBarrier; }),
+      {"all_gather_vs_reduce_scatter",
+       with(ar, [](Spec& s) { s.kind = Kind::kAllGather; }),
+       with(ar, [](Spec& s) { s.kind = Kind::kReduceScatter; }),
+       {"rank 2", "all_gather", "reduce_scatter"}},
+      {"all_to_all_count",
+       with(ar, [](Spec& s) { s.kind = Kind::kAllToAll; }),
+       with(ar, [](Spec& s) { s.kind = Kind::kAllToAll, s.count = 7; }),
+       {"rank 2", "count=100", "count=7"}},
+      {"barrier_vs_all_reduce",
+       ar,
+       with(ar, [](Spec& s) { s.kind = Kind::kBarrier; }),
        {"rank 2", "all_reduce", "barrier"}},
       {"usage_error_on_one_rank", ar, with(ar, [](Spec& s) { s.null_input = true; }), {"rank 2", "null"}},
       {"usage_error_broadcast", bc, with(bc, [](Spec& s) { s.root = 7; }), {"rank 2", "root 7"}},
       // Differences that are no desync: the result must be right on every rank.
       {"in_place_on_one_rank", ar, with(ar, [](Spec& s) { s.in_place = true; }), {}},
-      {"all_gather_in_place_on_one_rank", with(ar, [](Spec& s) { s.kind = Kind::kAllGather; }),
-       with(ar, [](Spec& s) { s.kind = Kind::kAllGather, s.in_place = true; }), {}},
+      {"all_gather_in_place_on_one_rank",
+       with(ar, [](Spec& s) { s.kind = Kind::kAllGather; }),
+       with(ar, [](Spec& s) { s.kind = Kind::kAllGather, s.in_place = true; }),
+       {}},
   };
 }
 
@@ -142,8 +166,9 @@ TEST_P(DesyncMatrix, EveryRankFailsFastNamingRankAndValuesOrSucceeds) {
   CommConfig config;
   config.transport = GetParam().transport;
   config.timeout_s = 30;
-  auto out = run_ranks_each(kRanks, [&](int) { return config; },
-                            [&](int r, Communicator& comm) { return issue(comm, r == 2 ? c.odd : c.common); });
+  auto out = run_ranks_each(
+      kRanks, [&](int) { return config; },
+      [&](int r, Communicator& comm) { return issue(comm, r == 2 ? c.odd : c.common); });
   for (int r = 0; r < kRanks; ++r) {
     ASSERT_TRUE(out[r].created) << "rank " << r << ": " << out[r].status.to_string();
     if (c.needles.empty()) {

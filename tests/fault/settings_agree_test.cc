@@ -28,11 +28,14 @@ TEST_P(SettingsAgree, CreationFailsOnEveryRankNamingKnobRanksAndValues) {
   base.transport = c.transport;
   base.timeout_s = 30;
   const auto start = std::chrono::steady_clock::now();
-  auto out = run_ranks_each(3, [&](int r) {
-    CommConfig cfg = base;
-    if (r == 2) c.odd(cfg);
-    return cfg;
-  }, [](int, Communicator&) { return Status(); });
+  auto out = run_ranks_each(
+      3,
+      [&](int r) {
+        CommConfig cfg = base;
+        if (r == 2) c.odd(cfg);
+        return cfg;
+      },
+      [](int, Communicator&) { return Status(); });
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(secs, 2.0);
   for (int r = 0; r < 3; ++r) {
@@ -48,36 +51,43 @@ TEST_P(SettingsAgree, CreationFailsOnEveryRankNamingKnobRanksAndValues) {
 INSTANTIATE_TEST_SUITE_P(
     Knobs, SettingsAgree,
     ::testing::Values(
-        ConfigCase{"chunk_tcp", "tcp", [](CommConfig& c) { c.chunk_bytes = 64 << 10; },
+        ConfigCase{"chunk_tcp",
+                   "tcp",
+                   [](CommConfig& c) { c.chunk_bytes = 64 << 10; },
                    {"ZW_CHUNK_BYTES", "1048576", "65536"}},
         ConfigCase{"chunk_shm", "shm", [](CommConfig& c) { c.chunk_bytes = 64 << 10; }, {"ZW_CHUNK_BYTES"}},
         ConfigCase{"algo", "tcp", [](CommConfig& c) { c.algo = "tree"; }, {"ZW_ALGO", "auto", "tree"}},
-        ConfigCase{"tree_threshold", "tcp", [](CommConfig& c) { c.tree_threshold = 4096; },
-                   {"ZW_TREE_THRESHOLD", "4096"}},
-        ConfigCase{"eager_bytes", "tcp", [](CommConfig& c) { c.eager_bytes = 8 << 10; },
-                   {"ZW_EAGER_BYTES", "8192", "65536"}},
+        ConfigCase{
+            "tree_threshold", "tcp", [](CommConfig& c) { c.tree_threshold = 4096; }, {"ZW_TREE_THRESHOLD", "4096"}},
+        ConfigCase{
+            "eager_bytes", "tcp", [](CommConfig& c) { c.eager_bytes = 8 << 10; }, {"ZW_EAGER_BYTES", "8192", "65536"}},
         ConfigCase{"eager_off", "shm", [](CommConfig& c) { c.eager_bytes = 0; }, {"ZW_EAGER_BYTES"}},
         ConfigCase{"transport", "shm", [](CommConfig& c) { c.transport = "tcp"; }, {"ZW_TRANSPORT", "shm", "tcp"}},
         ConfigCase{"cuda_path", "shm", [](CommConfig& c) { c.cuda_path = "staged"; }, {"ZW_CUDA_PATH", "staged"}},
-        ConfigCase{"staging_chunk", "tcp", [](CommConfig& c) { c.cuda_staging_chunk = 1 << 20; },
+        ConfigCase{"staging_chunk",
+                   "tcp",
+                   [](CommConfig& c) { c.cuda_staging_chunk = 1 << 20; },
                    {"ZW_CUDA_STAGING_CHUNK", "1048576"}}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Knobs that differ without changing anything in this communicator are no reason to fail.
 TEST(SettingsAgreeHarmless, UnusedThresholdAndLocalKnobsMayDiffer) {
-  auto out = run_ranks_each(3, [](int r) {
-    CommConfig c;
-    c.transport = "tcp";
-    c.algo = "ring";  // the tree threshold is then unused
-    c.tree_threshold = r == 2 ? 4096 : 1 << 20;
-    c.slots = r == 2 ? 2 : 4;  // the receiver's own staging
-    c.timeout_s = r == 2 ? 20 : 30;
-    return c;
-  }, [](int, Communicator& comm) {
-    std::vector<float> a(1000, 1.0f);
-    return finish(all_reduce(comm, {MemRef::host(a.data(), 4000), MemRef::host(a.data(), 4000), 1000,
-                                    DataType::kFloat32}));
-  });
+  auto out = run_ranks_each(
+      3,
+      [](int r) {
+        CommConfig c;
+        c.transport = "tcp";
+        c.algo = "ring";  // the tree threshold is then unused
+        c.tree_threshold = r == 2 ? 4096 : 1 << 20;
+        c.slots = r == 2 ? 2 : 4;  // the receiver's own staging
+        c.timeout_s = r == 2 ? 20 : 30;
+        return c;
+      },
+      [](int, Communicator& comm) {
+        std::vector<float> a(1000, 1.0f);
+        return finish(
+            all_reduce(comm, {MemRef::host(a.data(), 4000), MemRef::host(a.data(), 4000), 1000, DataType::kFloat32}));
+      });
   for (int r = 0; r < 3; ++r) EXPECT_TRUE(out[r].created && out[r].status.ok()) << out[r].status.to_string();
 }
 
@@ -112,7 +122,9 @@ TEST_P(SettingsAgreeEnv, CreationFailsOnEveryRank) {
 
 INSTANTIATE_TEST_SUITE_P(
     Knobs, SettingsAgreeEnv,
-    ::testing::Values(EnvCase{"direct_ag", "shm", "ZW_SHM_DIRECT_AG_MAX_RANKS=2",
+    ::testing::Values(EnvCase{"direct_ag",
+                              "shm",
+                              "ZW_SHM_DIRECT_AG_MAX_RANKS=2",
                               {"ZW_SHM_DIRECT_AG_MAX_RANKS", "rank 2", " 2 on rank 2", "4 on rank"}},
                       EnvCase{"eager_slots", "tcp", "ZW_EAGER_SLOTS=4", {"ZW_EAGER_SLOTS", "rank 2", "8"}}),
     [](const auto& info) { return std::string(info.param.name); });
