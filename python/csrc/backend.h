@@ -11,8 +11,7 @@
 // The backend holds every work until it completed (inflight_), so tensors stay alive even when the caller drops the
 // work; between startCoalescing and endCoalescing works are also collected into one group work.
 // Threading: like ProcessGroupGloo, calls are issued from one thread at a time; works may be waited on anywhere.
-// Non-goals: gather/scatter (torch's default implementations), monitoredBarrier, recvAnysource, splitting, sparse
-// tensors.
+// Non-goals: monitoredBarrier, recvAnysource (zerowire receives from a named rank only), splitting, sparse tensors.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -100,6 +99,14 @@ class ZwBackend final : public c10d::Backend {
                                                std::vector<int64_t>& output_split_sizes,
                                                std::vector<int64_t>& input_split_sizes,
                                                const c10d::AllToAllOptions& opts) override;
+  // backend_rooted.cc
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;

@@ -2,13 +2,13 @@
 the same inputs, in real processes (python test_collectives.py --world N [--device cuda]).
 
 --part collectives|p2p runs the cases without / with zerowire's point-to-point batches (batch_isend_irecv,
-all_to_all_single with split sizes, send/recv); the default runs both. Coverage is chosen to stay quick on two cores: every operation x every dtype at sizes 0, 1, 7 (odd) and 1031;
+all_to_all_single with split sizes, send/recv, gather, scatter, all_to_all with lists); the default runs both. Coverage is chosen to stay quick on two cores: every operation x every dtype at sizes 0, 1, 7 (odd) and 1031;
 a size sweep (2 .. 262147 elements, across zerowire's eager/tree/ring thresholds) for float32; int8/bool through
 the data-movement operations (moved as bytes). Cases alternate sync/async (wait() and get_future().wait()) and
 in-place/out-of-place. Inputs are small integers, so every sum, product, min and max is exact in every dtype and
 the comparison is exact; averages and pre-multiplied sums by 1/3 compare within the dtype's rounding (RTOL).
-all_to_all_single (equal blocks and split sizes), batch_isend_irecv (a ring exchange) and send/recv run for
-every dtype and size too.
+all_to_all_single (equal blocks and split sizes), batch_isend_irecv (a ring exchange), send/recv, gather, scatter
+and all_to_all with lists (tensors of different sizes per rank) run for every dtype and size too, against Gloo's.
 The reference is Gloo's all_reduce / all_gather / broadcast / all_to_all (on host copies) on the inputs widened to float64 or int64 (exact for
 these values; Gloo lacks AVG and PREMUL_SUM, and some reductions for 16-bit floats), cast back to the dtype.
 """
@@ -196,6 +196,41 @@ class Matrix:
         dist.all_to_all_single(want, x.cpu(), out_splits, in_splits, group=c.gloo)
         self.expect(f"all_to_all_single {dtype} n={n} uneven={uneven} async={a}", out, want)
 
+    def gather(self, dtype, n):
+        """gather and scatter (zerowire's gather/scatter, on send_recv) against Gloo's, root moving with the case."""
+        c, a = self.ctx, self.case % 2 == 1
+        root = self.case % c.world
+        x = values((n,), dtype, ("ga", self.case), c.rank, device=c.device)
+        outs = [torch.full_like(x, 7) for _ in range(c.world)] if c.rank == root else None
+        self.wait(dist.gather(x, outs, dst=root, group=c.zw, async_op=a), outs or [])
+        want = [torch.empty_like(x, device="cpu") for _ in range(c.world)] if c.rank == root else None
+        dist.gather(x.cpu(), want, dst=root, group=c.gloo)
+        if c.rank == root:
+            self.expect(f"gather root={root} {dtype} n={n} async={a}", torch.cat(outs), torch.cat(want))
+
+    def scatter(self, dtype, n):
+        c, a = self.ctx, self.case % 2 == 1
+        root = (self.case + 1) % c.world
+        ins = [values((n,), dtype, ("sc", self.case, p), c.rank, device=c.device) for p in range(c.world)]
+        out = torch.full((n,), 7, dtype=dtype, device=c.device)
+        self.wait(dist.scatter(out, ins if c.rank == root else None, src=root, group=c.zw, async_op=a), [out])
+        want = torch.empty_like(out, device="cpu")
+        dist.scatter(want, [t.cpu() for t in ins] if c.rank == root else None, src=root, group=c.gloo)
+        self.expect(f"scatter root={root} {dtype} n={n} async={a}", out, want)
+
+    def all_to_all_list(self, dtype, n):
+        """all_to_all with lists of tensors of different sizes per rank; Gloo's all_to_all_single with split sizes
+        on the concatenation is the reference (Gloo has no list form)."""
+        c, a = self.ctx, self.case % 2 == 1
+        in_sizes = [n + (c.rank + p) % 3 for p in range(c.world)]
+        out_sizes = [n + (p + c.rank) % 3 for p in range(c.world)]  # what rank p sends here
+        ins = [values((k,), dtype, ("a2l", self.case, p), c.rank, device=c.device) for p, k in enumerate(in_sizes)]
+        outs = [torch.full((k,), 7, dtype=dtype, device=c.device) for k in out_sizes]
+        self.wait(dist.all_to_all(outs, ins, group=c.zw, async_op=a), outs)
+        want = torch.empty(sum(out_sizes), dtype=dtype)
+        dist.all_to_all_single(want, torch.cat([t.cpu() for t in ins]), out_sizes, in_sizes, group=c.gloo)
+        self.expect(f"all_to_all(list) {dtype} n={n} async={a}", torch.cat(outs), want)
+
     def p2p(self, dtype, n):
         """A ring exchange in one batch_isend_irecv (both directions at once), then plain send/recv from rank 0."""
         c = self.ctx
@@ -225,6 +260,7 @@ class Matrix:
             ("sum of int8", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int8, device=c.device), group=c.zw)),
             ("bitwise and", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32, device=c.device),
                                                     op=dist.ReduceOp.BAND, group=c.zw)),
+            ("recv from any source", lambda: dist.recv(torch.ones(4, device=c.device), group=c.zw)),
         ):
             self.total += 1
             try:
@@ -252,6 +288,9 @@ class Matrix:
                 yield self.all_to_all, (dtype, n, False)
                 yield self.all_to_all, (dtype, n, True)
                 yield self.p2p, (dtype, n)
+                yield self.gather, (dtype, n)
+                yield self.scatter, (dtype, n)
+                yield self.all_to_all_list, (dtype, n)
         for dtype in (torch.int8, torch.bool):
             for n in (0, 7, 1031):
                 yield self.broadcast, (dtype, n)
@@ -269,7 +308,7 @@ class Matrix:
 
 
 # Cases that go through zerowire's point-to-point batches (send_recv): their own CTest entries (torch_p2p_n*).
-P2P_CASES = ("p2p", "all_to_all_uneven")
+P2P_CASES = ("p2p", "all_to_all_uneven", "gather", "scatter", "all_to_all_list")
 
 
 def matrix(ctx, part="all"):
