@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -90,13 +91,21 @@ Result<HostPort> parse_host_port(std::string_view text, bool allow_zero_port) {
     out.host = std::string(text.substr(0, colon));
     port_text = text.substr(colon + 1);
   }
-  char* end = nullptr;
-  std::string port_str(port_text);
-  long port = std::strtol(port_str.c_str(), &end, 10);
-  if (port_str.empty() || *end != '\0' || port < (allow_zero_port ? 0 : 1) || port > 65535)
+  // Digits only (strtol took a sign and blanks, and stopped at an embedded NUL).
+  unsigned port = 0;
+  const char* const port_end = port_text.data() + port_text.size();
+  auto [parsed_end, ec] = std::from_chars(port_text.data(), port_end, port);
+  if (port_text.empty() || ec != std::errc() || parsed_end != port_end || port < (allow_zero_port ? 0u : 1u) ||
+      port > 65535)
     return Status(Code::kInvalidArgument, "malformed port in address '" + std::string(text) + "'");
   if (out.host.empty())
     return Status(Code::kInvalidArgument, "missing host in address '" + std::string(text) + "'");
+  // A host with a NUL would name another host than it shows (the resolver stops there); blanks, control characters
+  // and brackets cannot be part of a name or an address either.
+  for (char c : out.host)
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f || c == '[' || c == ']')
+      return Status(Code::kInvalidArgument, "malformed host in address '" + std::string(text) +
+                                                "': it has a blank, control or bracket character");
   out.port = static_cast<uint16_t>(port);
   return out;
 }

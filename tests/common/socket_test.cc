@@ -21,6 +21,18 @@ TEST(Socket, ParseHostPort) {
   EXPECT_TRUE(parse_host_port("h:0", true).ok());
   EXPECT_FALSE(parse_host_port("h:70000").ok());
   EXPECT_FALSE(parse_host_port(":80").ok());
+  // Found by tests/fuzz/fuzz_tcp_wire: strtol took a sign, blanks and stopped at an embedded NUL, and hosts with
+  // brackets or a NUL were accepted (printing them gave an address that did not parse back).
+  EXPECT_FALSE(parse_host_port(std::string_view(":gg]:\0g", 7), true).ok());
+  EXPECT_FALSE(parse_host_port(std::string_view("h:80\0x", 6)).ok());
+  EXPECT_FALSE(parse_host_port(std::string_view("h\0evil:80", 9)).ok());
+  EXPECT_FALSE(parse_host_port("h:+80").ok());
+  EXPECT_FALSE(parse_host_port("h: 80").ok());
+  EXPECT_FALSE(parse_host_port("h:080000").ok());
+  EXPECT_FALSE(parse_host_port("[a]b]:80").ok());
+  EXPECT_FALSE(parse_host_port("my host:80").ok());
+  EXPECT_TRUE(parse_host_port("h:00080").ok());
+  EXPECT_TRUE(parse_host_port("fe80::1%eth0:80").ok());
 }
 
 TEST(Socket, ConnectSendRecv) {

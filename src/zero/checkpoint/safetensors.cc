@@ -35,11 +35,19 @@ Status parse_entry(const std::string& path, const std::string& name, const nlohm
   try {
     t->name = name;
     t->dtype = v["dtype"].get<std::string>();
-    t->shape = v["shape"].get<std::vector<int64_t>>();
-    const auto offsets = v["data_offsets"].get<std::vector<uint64_t>>();
-    if (offsets.size() != 2 || offsets[0] > offsets[1]) return bad_file(path, "bad data_offsets of \"" + name + "\"");
-    t->begin = offsets[0];
-    t->end = offsets[1];
+    // Integers only: nlohmann converts a float with a cast that is undefined out of range (found by
+    // tests/fuzz/fuzz_safetensors).
+    for (const auto& e : v["shape"].get_ref<const nlohmann::json::array_t&>()) {
+      if (!e.is_number_integer() || (e.is_number_unsigned() && e.get<uint64_t>() > INT64_MAX))
+        return bad_file(path, "an extent of \"" + name + "\" is not an integer of int64 range");
+      t->shape.push_back(e.get<int64_t>());
+    }
+    const auto& offsets = v["data_offsets"].get_ref<const nlohmann::json::array_t&>();
+    if (offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned() ||
+        offsets[0].get<uint64_t>() > offsets[1].get<uint64_t>())
+      return bad_file(path, "bad data_offsets of \"" + name + "\"");
+    t->begin = offsets[0].get<uint64_t>();
+    t->end = offsets[1].get<uint64_t>();
   } catch (const nlohmann::json::exception& e) {
     return bad_file(path, "entry \"" + name + "\": " + e.what());
   }
@@ -143,7 +151,7 @@ Result<SafetensorsReader> SafetensorsReader::open(const std::string& path) {
     expect = r.tensors_[i].end;
     r.by_name_[r.tensors_[i].name] = i;
   }
-  if (r.data_start_ + expect != size)
+  if (expect != size - r.data_start_)  // data_start_ <= size; written so that a huge `expect` cannot wrap around
     return bad_file(path, "the tensors cover " + std::to_string(expect) + " data bytes but the file holds " +
                               std::to_string(size - r.data_start_) + " (truncated or extended)");
   return r;

@@ -82,14 +82,17 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 }
 
 std::string nearest(std::string_view word, const std::vector<std::string>& candidates) {
+  // A plausible typo changes at most about a third of the word (at least 2 edits are always allowed).
+  const size_t limit = std::max<size_t>(2, word.size() / 3);
   std::string best;
   size_t best_distance = SIZE_MAX;
   for (const auto& c : candidates) {
+    // The distance is at least the difference in length: such a candidate can never be within the limit, and
+    // skipping it keeps a long unknown key from costing length x length per known key.
+    if ((word.size() > c.size() ? word.size() - c.size() : c.size() - word.size()) > limit) continue;
     size_t d = edit_distance(word, c);
     if (d < best_distance) best_distance = d, best = c;
   }
-  // A plausible typo changes at most about a third of the word (at least 2 edits are always allowed).
-  size_t limit = std::max<size_t>(2, word.size() / 3);
   return best_distance <= limit ? best : std::string();
 }
 
@@ -102,6 +105,9 @@ Result<Json> parse_json(std::string_view text) {
     });
   } catch (const nlohmann::json::parse_error& e) {
     return invalid("malformed JSON: " + std::string(e.what()) + " (byte " + std::to_string(e.byte) + ")");
+  } catch (const nlohmann::json::out_of_range& e) {
+    // A number beyond a double's range (1e400) is out_of_range to nlohmann, not a parse error.
+    return invalid("malformed JSON: " + std::string(e.what()));
   }
   if (!finder.duplicate.empty())
     return invalid("duplicate key \"" + finder.duplicate + "\": DeepSpeed rejects repeated keys; keep one");

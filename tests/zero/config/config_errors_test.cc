@@ -287,6 +287,11 @@ TEST(ZeroConfigMalformed, ParserPositionIsReported) {
   EXPECT_HAS(m, "must be a JSON object");
   m = error_of(R"({"train_batch_size": 8, "fp16": {"enabled": true, "enabled": false}})");
   EXPECT_HAS(m, "duplicate key \"fp16.enabled\"");
+  // Found by tests/fuzz/fuzz_ds_config: a number beyond a double's range threw nlohmann's out_of_range through
+  // parse_zero_config (std::terminate in zw_train) instead of failing as malformed JSON.
+  m = error_of(R"({"train_batch_size": 64e823})");
+  EXPECT_HAS(m, "malformed JSON");
+  EXPECT_HAS(m, "number overflow");
 }
 
 }  // namespace
