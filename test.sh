@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds zerowire (Release, Ninja, all cores) into build/ and runs the whole ctest suite.
+# Builds zerowire (Release, Ninja, all cores) into build/ and runs the whole ctest suite, then the fuzz targets'
+# short runs from a clang build in build/fuzz.
 #   ./test.sh [CTEST ARGS...]     e.g. ./test.sh -R zwrun  or  ./test.sh -L unit
 # Installs missing build dependencies first (tools/install-deps.sh).
 set -euo pipefail
@@ -12,3 +13,9 @@ torch_python=$(tools/torch-env.sh)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DZW_TORCH_PYTHON="$torch_python"
 cmake --build build -j "$(nproc)"
 ctest --test-dir build --output-on-failure -j2 "$@"
+# The fuzz targets (tests/fuzz) need clang: a build of their own in build/fuzz (ASan + UBSan + libFuzzer, only the
+# fuzz targets), each run for a few seconds from its committed seed corpus (ctest label fuzz).
+cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DZW_FUZZ=ON -DZW_BUILD_BENCH=OFF
+cmake --build build/fuzz -j "$(nproc)" --target zw_fuzz
+ctest --test-dir build/fuzz --output-on-failure -j2 -L fuzz "$@"

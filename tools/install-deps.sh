@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages zerowire needs to build and test (compilers, CMake/Ninja, GoogleTest/GMock,
-# Google Benchmark, hwloc, rdma-core, CLI11, nlohmann-json, python3).
+# Google Benchmark, hwloc, rdma-core, CLI11, nlohmann-json, python3, and clang with libFuzzer's runtime for the fuzz
+# targets of tests/fuzz).
 #
 # Idempotent: when every package is already installed (per dpkg-query) it changes nothing. Otherwise it runs
 # `apt-get update` once and installs only the missing packages. Runs as root (CI) or through sudo.
@@ -13,6 +14,7 @@ packages=(
   libhwloc-dev libibverbs-dev librdmacm-dev
   libcli11-dev nlohmann-json3-dev libopenblas-dev
   python3 python3-matplotlib python3-venv tmux
+  clang libclang-rt-14-dev
 )
 
 is_installed() {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "bootstrap/bootstrap_internal.h"
 #include "bootstrap/store_util.h"
 #include "common/knobs.h"
 #include "common/log.h"
@@ -66,12 +67,9 @@ Status malformed(const std::string& why) {
                                             "unchanged, to every rank");
 }
 
-struct Decoded {
-  std::string address;  // host:port of the store
-  std::string token;    // hex token
-};
+}  // namespace
 
-Result<Decoded> decode(const UniqueId& id) {
+Result<UniqueIdParts> decode_unique_id(const UniqueId& id) {
   const char* b = id.bytes;
   const size_t n = sizeof id.bytes;
   const char* addr_end = static_cast<const char*>(std::memchr(b, '\0', n));
@@ -80,7 +78,7 @@ Result<Decoded> decode(const UniqueId& id) {
   const char* token = addr_end + 1;
   const char* token_end = static_cast<const char*>(std::memchr(token, '\0', static_cast<size_t>(b + n - token)));
   if (token_end == nullptr) return malformed("no terminator after the token");
-  Decoded d{std::string(b, addr_end), std::string(token, token_end)};
+  UniqueIdParts d{std::string(b, addr_end), std::string(token, token_end)};
   if (d.token.size() != kTokenHex) return malformed("token is not " + std::to_string(kTokenHex) + " hex digits");
   for (char c : d.token)
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return malformed("token is not hex");
@@ -93,7 +91,14 @@ Result<Decoded> decode(const UniqueId& id) {
   return d;
 }
 
-}  // namespace
+Result<UniqueId> encode_unique_id(const std::string& address, const std::string& token) {
+  UniqueId id{};
+  if (address.size() + 1 + token.size() + 1 > sizeof id.bytes)
+    return Status(Code::kInvalidArgument, "store address '" + address + "' is too long for a unique id");
+  std::memcpy(id.bytes, address.data(), address.size());
+  std::memcpy(id.bytes + address.size() + 1, token.data(), token.size());
+  return id;
+}
 
 Result<UniqueId> create_unique_id() {
   ZW_ASSIGN_OR_RETURN(std::string token, random_token());
@@ -104,18 +109,16 @@ Result<UniqueId> create_unique_id() {
   if (max_frame > 0) options.max_frame_bytes = static_cast<size_t>(max_frame);
   ZW_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreServer> server, start_tcp_store_server(options));
   std::string address = net::HostPort{net::hostname(), server->port()}.to_string();
-  UniqueId id{};
-  if (address.size() + 1 + token.size() + 1 > sizeof id.bytes)
+  auto id = encode_unique_id(address, token);
+  if (!id.ok())
     return Status(Code::kInvalidArgument, "host name '" + net::hostname() + "' is too long for a unique id");
-  std::memcpy(id.bytes, address.data(), address.size());
-  std::memcpy(id.bytes + address.size() + 1, token.data(), token.size());
   Registry::instance().keep(std::move(server));
   ZW_INFO(kBoot, "created unique id for the store at %s", address.c_str());
   return id;
 }
 
 Result<std::shared_ptr<Store>> connect_unique_id(const UniqueId& id, Store::Timeout timeout) {
-  ZW_ASSIGN_OR_RETURN(Decoded d, decode(id));
+  ZW_ASSIGN_OR_RETURN(UniqueIdParts d, decode_unique_id(id));
   return connect_tcp_store(d.address, d.token, timeout);
 }
 

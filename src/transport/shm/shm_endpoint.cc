@@ -20,11 +20,6 @@ namespace zw::transport {
 namespace {
 
 constexpr uint64_t kLivenessCheckNs = 10'000'000;  // how often a waiting endpoint checks the peer's pid
-// Ring messages of these kinds carry (part of) a small write: the destination address, then the bytes. The
-// last part of a write is kInlineWriteKind and carries its notify.
-constexpr MessageKind kInlineWriteKind = static_cast<MessageKind>(2);
-constexpr MessageKind kInlinePartKind = static_cast<MessageKind>(3);
-constexpr size_t kInlineWriteMax = Message::kMaxControl - sizeof(uint64_t);
 constexpr size_t kInlineWriteLimit = 4096;  // larger writes go through a mapped arena or process_vm_writev
 constexpr int kMaxSleepUs = 100;                   // longest sleep between polls of a waiting endpoint
 
@@ -279,22 +274,20 @@ Result<bool> ShmEndpoint::pop_ring(Message* out) {
   uint32_t raw_size = 0;
   for (;;) {
     if (!in_.try_pop(out, &raw_size)) return false;
-    bool inline_write = out->kind == kInlineWriteKind || out->kind == kInlinePartKind;
-    if (!inline_write || raw_size < sizeof(uint64_t) || raw_size > Message::kMaxControl) break;
-    uint64_t address;  // inside a region this rank registered and gave the peer the key of
-    std::memcpy(&address, out->data.data(), sizeof address);
-    std::memcpy(reinterpret_cast<void*>(address), out->data.data() + sizeof address,  // NOLINT(performance-no-int-to-ptr)
-                raw_size - sizeof address);
-    if (out->kind == kInlinePartKind) continue;  // more of the same write follows; its last slot has the notify
+    const RingMessage m = classify_ring_message(*out, raw_size);
+    if (m.type == RingMessage::kMessage) return true;
+    if (m.type == RingMessage::kMalformed)
+      return fail(Status(Code::kProtocolError, "rank " + std::to_string(peer()) +
+                                                   " sent a malformed shm message (kind " +
+                                                   std::to_string(static_cast<int>(out->kind)) + ", " +
+                                                   std::to_string(raw_size) + " bytes): is its memory corrupted?"));
+    // Inside a region this rank registered and gave the peer the key of.
+    std::memcpy(reinterpret_cast<void*>(m.address), m.bytes, m.size);  // NOLINT(performance-no-int-to-ptr)
+    if (m.type == RingMessage::kInlinePart) continue;  // more of the same write follows; its last slot has the notify
     out->kind = MessageKind::kNotify;
     out->size = 0;
     return true;
   }
-  if (raw_size > Message::kMaxControl || (out->kind != MessageKind::kNotify && out->kind != MessageKind::kControl))
-    return fail(Status(Code::kProtocolError, "rank " + std::to_string(peer()) + " sent a malformed shm message (kind " +
-                                                 std::to_string(static_cast<int>(out->kind)) + ", " +
-                                                 std::to_string(raw_size) + " bytes): is its memory corrupted?"));
-  return true;
 }
 
 Status ShmEndpoint::drain_into_backlog() {

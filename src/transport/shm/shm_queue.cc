@@ -157,6 +157,21 @@ bool ShmRingConsumer::try_pop(Message* out, uint32_t* raw_size) {
   return true;
 }
 
+RingMessage classify_ring_message(const Message& message, uint32_t raw_size) {
+  RingMessage m;
+  const bool inline_write = message.kind == kInlineWriteKind || message.kind == kInlinePartKind;
+  if (inline_write && raw_size >= sizeof(uint64_t) && raw_size <= Message::kMaxControl) {
+    m.type = message.kind == kInlinePartKind ? RingMessage::kInlinePart : RingMessage::kInlineWrite;
+    std::memcpy(&m.address, message.data.data(), sizeof m.address);
+    m.bytes = message.data.data() + sizeof m.address;
+    m.size = raw_size - sizeof m.address;
+  } else if (raw_size <= Message::kMaxControl &&
+             (message.kind == MessageKind::kNotify || message.kind == MessageKind::kControl)) {
+    m.type = RingMessage::kMessage;
+  }
+  return m;
+}
+
 size_t ShmSegment::segment_bytes(int world_size) {
   return header_bytes(world_size) + static_cast<size_t>(world_size) * kRingSlots * sizeof(ShmSlot);
 }

@@ -44,6 +44,28 @@ struct ShmSlot {
 };
 static_assert(sizeof(ShmSlot) == 256, "a slot is four cache lines");
 
+// Ring messages of these kinds carry (part of) a small write: the destination address (u64), then the bytes. The
+// last part of a write is kInlineWriteKind and carries its notify.
+inline constexpr MessageKind kInlineWriteKind = static_cast<MessageKind>(2);
+inline constexpr MessageKind kInlinePartKind = static_cast<MessageKind>(3);
+inline constexpr size_t kInlineWriteMax = Message::kMaxControl - sizeof(uint64_t);
+
+// What a popped slot asks of its consumer, decided from the kind and the size the producer wrote (try_pop's
+// *raw_size). Pure: ShmEndpoint::pop_ring acts on it, tests/fuzz checks it.
+struct RingMessage {
+  enum Type : uint8_t {
+    kMessage,      // a Notify or Control message, delivered as it is
+    kInlineWrite,  // copy `bytes` to `address`, then deliver a Notify with the slot's notify value
+    kInlinePart,   // copy `bytes` to `address`; more parts of the same write follow
+    kMalformed,    // an unknown kind or an impossible size: the peer's memory or version is wrong
+  };
+  Type type = kMalformed;
+  uint64_t address = 0;              // inline parts: destination in a region this rank registered
+  const std::byte* bytes = nullptr;  // inline parts: inside the popped Message's data
+  size_t size = 0;                   // inline parts: bytes to copy (at most kInlineWriteMax)
+};
+RingMessage classify_ring_message(const Message& message, uint32_t raw_size);
+
 // Indices of one ring, each on its own cache line so that producer and consumer do not false-share.
 struct RingControl {
   alignas(64) uint64_t tail;         // messages published; written by the producer only

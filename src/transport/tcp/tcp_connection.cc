@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
 
 namespace zw::transport::tcp {
@@ -16,6 +18,31 @@ constexpr int kMaxIov = 96;  // iovecs per sendmsg: up to 32 queued frames (head
 const char* const kExitedHint = " — its process probably exited or was killed";
 
 }  // namespace
+
+std::string hello_problem(const Hello& hello, uint64_t job_hash, int conns_per_peer) {
+  char buf[256];
+  if (hello.magic != kHelloMagic) {
+    std::snprintf(buf, sizeof buf, "bad magic 0x%08x (not a zerowire tcp peer?)", hello.magic);
+  } else if (hello.version != kWireVersion) {
+    std::snprintf(buf, sizeof buf, "wire version %u, this rank speaks %u (mixed zerowire versions?)", hello.version,
+                  kWireVersion);
+  } else if (hello.job_hash != job_hash) {
+    std::snprintf(buf, sizeof buf,
+                  "rank %d sent job id hash %016" PRIx64 ", this job's is %016" PRIx64
+                  " (a rank of another job, or a stale address in the store?)",
+                  hello.rank, hello.job_hash, job_hash);
+  } else if (hello.conn_count != conns_per_peer) {
+    std::snprintf(buf, sizeof buf,
+                  "rank %d uses %u connections per peer, this rank %d (set ZW_TCP_CONNS_PER_PEER alike everywhere)",
+                  hello.rank, hello.conn_count, conns_per_peer);
+  } else if (hello.conn_index >= hello.conn_count) {
+    std::snprintf(buf, sizeof buf, "connection index %u is out of range 0..%u", hello.conn_index,
+                  hello.conn_count - 1u);
+  } else {
+    return "";
+  }
+  return buf;
+}
 
 Status lost_connection(const char* what, int err) {
   if (err == 0) return Status(Code::kConnectionLost, std::string("peer closed the connection") + kExitedHint);

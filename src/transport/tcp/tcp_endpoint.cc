@@ -221,7 +221,7 @@ void PeerState::release_all() {
 }
 
 Result<std::byte*> PeerState::write_target(const FrameHeader& h) {
-  if (h.stripe_count == 0 || h.stripe_count > nconns_ || h.stripe_index >= h.stripe_count) {
+  if (!stripe_valid(h, nconns_)) {
     return Status(Code::kProtocolError, "rank " + std::to_string(rank_) + " sent stripe " +
                                             std::to_string(h.stripe_index) + " of " + std::to_string(h.stripe_count) +
                                             " but the pair has " + std::to_string(nconns_) + " connections");
@@ -235,7 +235,7 @@ Result<std::byte*> PeerState::write_target(const FrameHeader& h) {
                                            std::to_string(engine_->config().rank) +
                                            " (was it destroyed while the peer still wrote into it?)");
   }
-  if (h.remote_offset > mem.bytes || h.length > mem.bytes - h.remote_offset) {
+  if (!range_inside(h.remote_offset, h.length, mem.bytes)) {
     return Status(Code::kRemoteAccess, "peer rank " + std::to_string(rank_) + " wrote outside registered region " +
                                            std::to_string(h.region_id) + ": " + range_text(h.remote_offset, h.length) +
                                            " > region length " + std::to_string(mem.bytes));

@@ -33,28 +33,7 @@ Hello Engine::make_hello(int index) const {
 
 // Why `hello` cannot belong to a peer of this job, or "" when it can (the rank is checked by the caller).
 std::string Engine::check_hello(const Hello& hello) const {
-  char buf[256];
-  if (hello.magic != kHelloMagic) {
-    std::snprintf(buf, sizeof buf, "bad magic 0x%08x (not a zerowire tcp peer?)", hello.magic);
-  } else if (hello.version != kWireVersion) {
-    std::snprintf(buf, sizeof buf, "wire version %u, this rank speaks %u (mixed zerowire versions?)", hello.version,
-                  kWireVersion);
-  } else if (hello.job_hash != cfg_.job_hash) {
-    std::snprintf(buf, sizeof buf,
-                  "rank %d sent job id hash %016" PRIx64 ", this job's is %016" PRIx64
-                  " (a rank of another job, or a stale address in the store?)",
-                  hello.rank, hello.job_hash, cfg_.job_hash);
-  } else if (hello.conn_count != cfg_.conns_per_peer) {
-    std::snprintf(buf, sizeof buf,
-                  "rank %d uses %u connections per peer, this rank %d (set ZW_TCP_CONNS_PER_PEER alike everywhere)",
-                  hello.rank, hello.conn_count, cfg_.conns_per_peer);
-  } else if (hello.conn_index >= hello.conn_count) {
-    std::snprintf(buf, sizeof buf, "connection index %u is out of range 0..%u", hello.conn_index,
-                  hello.conn_count - 1u);
-  } else {
-    return "";
-  }
-  return buf;
+  return hello_problem(hello, cfg_.job_hash, cfg_.conns_per_peer);
 }
 
 void Engine::accept_all() {

@@ -14,6 +14,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "transport/transport.h"
@@ -55,6 +56,19 @@ struct FrameHeader {
   uint64_t write_seq;        // per-endpoint sequence number of the write (joins the stripes)
 };
 static_assert(sizeof(FrameHeader) == 48);
+
+// Whether a write frame's stripe numbers fit a pair of `nconns` connections (PeerState::write_target's check).
+inline bool stripe_valid(const FrameHeader& h, int nconns) {
+  return h.stripe_count != 0 && h.stripe_count <= nconns && h.stripe_index < h.stripe_count;
+}
+// Whether [offset, offset + length) lies inside a region of `bytes` bytes, without overflow.
+inline bool range_inside(uint64_t offset, uint64_t length, uint64_t bytes) {
+  return offset <= bytes && length <= bytes - offset;
+}
+
+// Why `hello` cannot come from a peer of the job hashed `job_hash` that uses `conns_per_peer` connections, or ""
+// when it can (the rank is checked by the caller). Defined in tcp_connection.cc.
+std::string hello_problem(const Hello& hello, uint64_t job_hash, int conns_per_peer);
 
 // FNV-1a of the job id: a connection from another job (stale port reuse, wrong store) is rejected.
 inline uint64_t job_hash(std::string_view job_id) {

@@ -79,6 +79,7 @@
 #include "transport/verbs/verbs_device.h"
 #include "transport/verbs/verbs_memory_region.h"
 #include "transport/verbs/verbs_reg_cache.h"
+#include "transport/verbs/verbs_ring_wire.h"
 
 namespace zw::transport::verbs {
 
@@ -88,13 +89,8 @@ inline constexpr int kRecvDepth = 256;                // ring slots and receives
 inline constexpr int kCreditBatch = kRecvDepth / 4;   // freed slots per credit update
 inline constexpr int kSendDepth = 512;                // send-queue work requests
 inline constexpr int kSignalEvery = 64;               // longest run of unsignaled work requests
-inline constexpr size_t kHeaderBytes = 16;            // WireHeader
-inline constexpr size_t kCheckBytes = 8;              // the check word after the padded body
-inline constexpr size_t kRingSlotBytes = kHeaderBytes + Message::kMaxControl + kCheckBytes + 8;  // 272, 16-aligned
-inline constexpr size_t kInlineTargetBytes = 16;  // {address, rkey, reserved} after the header of a kInline
-inline constexpr size_t kMaxInlineWrite = Message::kMaxControl - kInlineTargetBytes;  // 224 bytes
 inline constexpr double kLeftGrace = 2.0;  // seconds between a peer's goodbye and its "left" error
-static_assert(kRingSlotBytes % 16 == 0 && kRingSlotBytes >= kHeaderBytes + Message::kMaxControl + kCheckBytes);
+// The slot format (kHeaderBytes, kRingSlotBytes, kMaxInlineWrite, the check word): verbs_ring_wire.h.
 
 // Layout of the registered array a rank publishes as credit=ADDR/RKEY (and in its rdma_cm private data): one
 // control block of kCtlWords uint64_t per (peer * qps + QP index) — [kCreditWord] how many of our messages the
@@ -110,21 +106,6 @@ inline size_t ring_array_offset(int world_size, int qps) {
 }
 inline size_t credit_array_bytes(int world_size, int qps) {
   return ring_array_offset(world_size, qps) + static_cast<size_t>(world_size) * static_cast<size_t>(qps) * kRingBytes;
-}
-
-// Body bytes of a ring message rounded up to the check word's alignment.
-inline size_t ring_padded(size_t body) { return (body + 7) / 8 * 8; }
-// The check word of ring message `seq`: a hash of seq and the `bytes` (a multiple of 8) of its header and padded
-// body; never 0, the value of a zeroed (free) slot.
-inline uint64_t ring_check(const std::byte* data, size_t bytes, uint64_t seq) {
-  uint64_t h = (seq + 1) * 0x9e3779b97f4a7c15ull;
-  for (size_t at = 0; at < bytes; at += 8) {
-    uint64_t w;
-    std::memcpy(&w, data + at, 8);
-    h = (h ^ w) * 0xff51afd7ed558ccdull;
-    h ^= h >> 29;
-  }
-  return h | 1;
 }
 
 // Where our control block (for the peer's messages to us) and our eager ring live in the peer's array.
@@ -229,18 +210,13 @@ class VerbsConnection {
   void set_siblings(std::vector<VerbsConnection*> siblings) { siblings_ = std::move(siblings); }
 
  private:
-  struct WireHeader {
-    uint8_t type;    // MsgType
-    uint8_t flags;   // kAfterData, kImm
-    uint16_t size;   // body bytes (before the padding to 8)
-    uint32_t seq32;  // the message's sequence number (from 1), low 32 bits
-    uint64_t notify; // notify value (kNotify, kPart, kInline)
-  };
-  static_assert(sizeof(WireHeader) == kHeaderBytes);
-  enum MsgType : uint8_t { kHello = 1, kNotify = 2, kControl = 3, kPart = 4, kInline = 5 };
-  static constexpr uint8_t kAfterData = 1;  // deliver only after the message's receive completion (see above)
-  static constexpr uint8_t kImm = 2;        // sent with an immediate: it took one of our posted receives
-  static constexpr uint8_t kSameTarget = 4;  // a kInline without {address, rkey}: the previous kInline's
+  using WireHeader = RingHeader;  // the slot format: verbs_ring_wire.h
+  using MsgType = RingType;
+  static constexpr MsgType kHello = kRingHello, kNotify = kRingNotify, kControl = kRingControl, kPart = kRingPart,
+                           kInline = kRingInline;
+  static constexpr uint8_t kAfterData = kRingAfterData;  // deliver only after the message's receive completion
+  static constexpr uint8_t kImm = kRingImm;              // sent with an immediate: it took one of our posted receives
+  static constexpr uint8_t kSameTarget = kRingSameTarget;  // a kInline without {address, rkey}: the previous one's
   struct Inbound {
     Message msg;  // what poll() returns
     bool part;    // a kPart message (msg.kind is kNotify)

@@ -39,22 +39,15 @@ Status VerbsConnection::post_message(MsgType type, uint64_t notify, std::span<co
   if (!sq_has_room()) ZW_TRY(wait_for(&VerbsConnection::sq_has_room, "send-queue space"));
   std::byte* slot = send_buf_.data() + (sq_posted_ % kSendDepth) * kRingSlotBytes;
   const size_t body = prefix.size() + payload.size();
-  const size_t padded = ring_padded(body);
   const uint64_t seq = sends_posted_ + 1;
   // The posted count, then the peer's sleep flag, with a store-load fence between (see "Wake-ups").
   __atomic_store_n(&ctl_[kPostedWord], seq, __ATOMIC_SEQ_CST);
   if ((flags & kAfterData) || __atomic_load_n(&ctl_[kSleepWord], __ATOMIC_SEQ_CST) != 0) flags |= kImm;
-  WireHeader header{type, flags, static_cast<uint16_t>(body), static_cast<uint32_t>(seq), notify};
-  std::memcpy(slot, &header, kHeaderBytes);
-  // The padding is zero: the last word of the body is cleared before the bytes are copied over it.
-  if (padded > body) std::memset(slot + kHeaderBytes + padded - 8, 0, 8);
-  if (!prefix.empty()) copy_small(slot + kHeaderBytes, prefix.data(), prefix.size());
-  if (!payload.empty()) copy_small(slot + kHeaderBytes + prefix.size(), payload.data(), payload.size());
-  const uint64_t check = ring_check(slot, kHeaderBytes + padded, seq);
-  std::memcpy(slot + kHeaderBytes + padded, &check, kCheckBytes);
+  const WireHeader header{type, flags, static_cast<uint16_t>(body), static_cast<uint32_t>(seq), notify};
+  const size_t slot_bytes = encode_ring_slot(slot, header, seq, prefix, payload);
   ibv_sge sge{};
   sge.addr = reinterpret_cast<uintptr_t>(slot);
-  sge.length = static_cast<uint32_t>(kHeaderBytes + padded + kCheckBytes);
+  sge.length = static_cast<uint32_t>(slot_bytes);
   sge.lkey = send_mr_->lkey;
   ibv_send_wr wr{};
   if (flags & kImm) {

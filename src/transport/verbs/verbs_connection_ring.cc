@@ -23,10 +23,6 @@ constexpr uint32_t kSpinBeforeYield = 256;  // empty polls before a software-dev
 constexpr uint32_t kSpinBeforeNap = 4096;   // ... and before it naps instead (its vCPU/core goes idle)
 constexpr auto kNap = std::chrono::microseconds(20);
 
-uint64_t load_acquire(const std::byte* p) {
-  return __atomic_load_n(reinterpret_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE);
-}
-
 // Frees a consumed slot (`used` bytes of header and body, then the check word) with word stores, not a memset
 // call (the compiler would turn a plain loop back into one).
 void zero_slot(std::byte* slot, size_t used) {
@@ -44,17 +40,9 @@ Status VerbsConnection::malformed(const std::string& why) {
 
 std::byte* VerbsConnection::peek_slot(WireHeader* header, size_t* used, bool* oversize) const {
   std::byte* slot = ring_ + (consumed_ % kRecvDepth) * kRingSlotBytes;
-  const uint64_t seq = consumed_ + 1;
-  *oversize = false;
-  (void)load_acquire(slot);  // orders the reads below after it (the NIC writes the slot)
-  std::memcpy(header, slot, kHeaderBytes);
-  if (header->seq32 != static_cast<uint32_t>(seq)) return nullptr;
-  if (header->size > Message::kMaxControl) {  // a torn header has a smaller size (zeroed slot, sizes <= 240)
-    *oversize = true;
-    return nullptr;
-  }
-  *used = kHeaderBytes + ring_padded(header->size);
-  return load_acquire(slot + *used) == ring_check(slot, *used, seq) ? slot : nullptr;  // null: not all landed yet
+  const RingSlot state = peek_ring_slot(slot, consumed_ + 1, header, used);
+  *oversize = state == RingSlot::kOversize;
+  return state == RingSlot::kReady ? slot : nullptr;  // null: not all landed yet (or oversize)
 }
 
 void VerbsConnection::release_slot(std::byte* slot, size_t used) {
@@ -118,6 +106,8 @@ Status VerbsConnection::deliver_slot(const WireHeader& header, const std::byte* 
                                      bool* deliver) {
   *part = false;
   *deliver = true;
+  RingBody b;
+  if (Status st = decode_ring_body(header, body, inline_target_seen_, &b); !st.ok()) return malformed(st.message());
   switch (header.type) {
     case kHello:  // nothing to do: the peer only needed our QP's acknowledgement
       *deliver = false;
@@ -131,25 +121,17 @@ Status VerbsConnection::deliver_slot(const WireHeader& header, const std::byte* 
       return Status();
     case kControl:
       out->kind = MessageKind::kControl;
-      out->size = header.size;
+      out->size = static_cast<uint32_t>(b.size);
       out->notify = 0;
-      std::memcpy(out->data.data(), body, header.size);
+      std::memcpy(out->data.data(), b.data, b.size);
       return Status();
-    case kInline:
-      if (header.flags & kSameTarget) {
-        if (!inline_target_seen_) return malformed("inline write without a target");
-      } else {
-        if (header.size < kInlineTargetBytes)
-          return malformed("inline write of " + std::to_string(header.size) + " bytes");
-        std::memcpy(&inline_address_seen_, body, 8);
-        std::memcpy(&inline_rkey_seen_, body + 8, 4);
+    default:  // kInline (decode_ring_body refused every other type)
+      if (b.has_target) {
+        inline_address_seen_ = b.address;
+        inline_rkey_seen_ = b.rkey;
         inline_target_seen_ = true;
-        body += kInlineTargetBytes;
       }
-      return receive_inline(body, header.size - ((header.flags & kSameTarget) ? 0 : kInlineTargetBytes),
-                            header.notify, out);
-    default:
-      return malformed("unknown type " + std::to_string(header.type));
+      return receive_inline(b.data, b.size, header.notify, out);
   }
 }
 

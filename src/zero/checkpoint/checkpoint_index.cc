@@ -5,6 +5,7 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
 
 #include "zero/checkpoint/checkpoint.h"
@@ -33,11 +34,33 @@ std::vector<std::string> temp_files(const std::string& dir) {
 
 Result<uint64_t> parse_hex64(const nlohmann::json& v, const std::string& where) {
   if (!v.is_string() || v.get<std::string>().size() != 16) return bad_index(where, "hash is not 16 hex digits");
-  try {
-    return static_cast<uint64_t>(std::stoull(v.get<std::string>(), nullptr, 16));
-  } catch (const std::exception&) {
-    return bad_index(where, "hash is not hexadecimal");
+  const std::string& text = v.get_ref<const std::string&>();
+  uint64_t h = 0;
+  for (char c : text) {  // hex digits only (stoull took a sign, blanks and "0x")
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0) return bad_index(where, "hash is not hexadecimal");
+    h = h << 4 | static_cast<uint64_t>(d);
   }
+  return h;
+}
+
+// Element counts, offsets and extents beyond this are refused: no checkpoint holds 2^50 elements, and sums and
+// products of smaller ones are checked, so nothing derived from them overflows int64_t.
+constexpr int64_t kMaxElements = int64_t{1} << 50;
+
+// A field that is not an integer in range (thrown by integer(), caught with nlohmann's exceptions).
+struct BadField {
+  std::string what;
+};
+
+// The JSON integer `v` (named `what`) within [lo, hi]. A float is refused: nlohmann converts it with a cast that is
+// undefined out of range (found by tests/fuzz/fuzz_checkpoint_index).
+int64_t integer(const nlohmann::json& v, const std::string& what, int64_t lo, int64_t hi) {
+  if (!v.is_number_integer()) throw BadField{what + " is " + v.type_name() + ", not an integer"};
+  const bool too_big = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi);
+  if (too_big || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+    throw BadField{what + " = " + v.dump() + " is outside " + std::to_string(lo) + ".." + std::to_string(hi)};
+  return v.get<int64_t>();
 }
 
 }  // namespace
@@ -55,6 +78,10 @@ Result<tensor::Shape> shape_from_dims(const std::vector<int64_t>& dims, const st
   if (dims.size() > size_t(tensor::kMaxDims))
     return Status(Code::kInvalidArgument, what + " has " + std::to_string(dims.size()) + " dimensions; at most " +
                                               std::to_string(tensor::kMaxDims) + " are supported");
+  int64_t numel = 1;
+  for (int64_t d : dims)
+    if (d < 0 || __builtin_mul_overflow(numel, d, &numel) || numel > kMaxElements)
+      return Status(Code::kInvalidArgument, what + " has a negative extent or more than 2^50 elements");
   tensor::Shape shape;
   shape.rank = int(dims.size());
   std::copy(dims.begin(), dims.end(), shape.dims);
@@ -76,29 +103,36 @@ Result<tensor::ModelLayout> layout_from_json(const nlohmann::json& j, int world_
   tensor::ModelLayout layout;
   layout.unit_align = std::max(1, world_size);
   try {
-    if (j.at("world_size").get<int>() != world_size)
+    if (integer(j.at("world_size"), "the layout's world_size", 1, INT32_MAX) != world_size)
       return bad_index(where, "world_size, layout and file list disagree");
     for (const auto& ju : j.at("units")) {
       tensor::UnitLayout u;
       u.name = ju.at("name").get<std::string>();
       u.offset = layout.total_numel;
-      u.numel = ju.at("numel").get<int64_t>();
-      u.padded_numel = ju.at("padded_numel").get<int64_t>();
+      u.numel = integer(ju.at("numel"), "numel of unit " + u.name, 0, kMaxElements);
+      u.padded_numel = integer(ju.at("padded_numel"), "padded_numel of unit " + u.name, 0, kMaxElements);
       for (const auto& jp : ju.at("params")) {
         tensor::ParamLayout p;
         p.name = jp.at("name").get<std::string>();
-        auto shape = shape_from_dims(jp.at("shape").get<std::vector<int64_t>>(), "parameter " + p.name);
+        std::vector<int64_t> dims;
+        for (const auto& d : jp.at("shape").get_ref<const nlohmann::json::array_t&>())
+          dims.push_back(integer(d, "an extent of parameter " + p.name, 0, kMaxElements));
+        auto shape = shape_from_dims(dims, "parameter " + p.name);
         if (!shape.ok()) return bad_index(where, shape.status().message());
         p.shape = shape.value();
-        p.offset = jp.at("offset").get<int64_t>();
+        p.offset = integer(jp.at("offset"), "offset of parameter " + p.name, 0, kMaxElements);
         u.params.push_back(std::move(p));
       }
-      layout.total_numel += u.padded_numel;
-      layout.num_params += u.numel;
+      if (__builtin_add_overflow(layout.total_numel, u.padded_numel, &layout.total_numel) ||
+          __builtin_add_overflow(layout.num_params, u.numel, &layout.num_params) ||
+          layout.total_numel > kMaxElements || layout.num_params > kMaxElements)
+        return bad_index(where, "the units hold more than 2^50 elements");
       layout.units.push_back(std::move(u));
     }
   } catch (const nlohmann::json::exception& e) {
     return bad_index(where, std::string("malformed layout (") + e.what() + ")");
+  } catch (const BadField& e) {
+    return bad_index(where, "malformed layout (" + e.what + ")");
   }
   ZW_TRY(validate_layout(layout, world_size, where));
   return layout;
@@ -163,32 +197,40 @@ Result<CheckpointIndex> read_index(const std::string& dir) {
                                        done_text.status().message() + ")" + tmps +
                                        "; the save that wrote it did not finish: load an older checkpoint");
   }
-  const auto done = nlohmann::json::parse(done_text.value(), nullptr, false);
-  if (!done.is_object() || !done.contains("index_bytes") || !done.contains("index_xxh64"))
-    return bad_index(done_path, "not a DONE marker of this format");
   const std::string index_path = join_path(dir, kCheckpointIndex);
   ZW_ASSIGN_OR_RETURN(std::string text, read_small_file(index_path));
+  return parse_index(done_text.value(), text, done_path, index_path);
+}
+
+Result<CheckpointIndex> parse_index(std::string_view done_text, std::string_view text, const std::string& done_path,
+                                    const std::string& index_path) {
+  const auto done = nlohmann::json::parse(done_text, nullptr, false);
+  if (!done.is_object() || !done.contains("index_bytes") || !done.contains("index_xxh64"))
+    return bad_index(done_path, "not a DONE marker of this format");
   ZW_ASSIGN_OR_RETURN(uint64_t want_hash, parse_hex64(done["index_xxh64"], done_path));
   if (done["index_bytes"] != text.size() || Xxh64::of(text.data(), text.size()) != want_hash)
     return bad_index(index_path, "size or XXH64 differs from what " + done_path + " recorded");
   const auto j = nlohmann::json::parse(text, nullptr, false);
-  if (!j.is_object() || j.value("format", "") != kCheckpointFormat || j.value("version", 0) != kCheckpointVersion)
+  const auto* format = j.is_object() && j.contains("format") ? j["format"].get_ptr<const std::string*>() : nullptr;
+  if (format == nullptr || *format != kCheckpointFormat || !j.contains("version") || j["version"] != kCheckpointVersion)
     return bad_index(index_path, std::string("not a ") + kCheckpointFormat + " version 1 index");
   CheckpointIndex index;
   try {
-    index.world_size = j.at("world_size").get<int>();
-    index.step = j.at("step").get<int64_t>();
+    index.world_size = static_cast<int>(integer(j.at("world_size"), "world_size", 1, INT32_MAX));
+    index.step = integer(j.at("step"), "step", 0, INT64_MAX);
     index.loss_scaler = j.at("loss_scaler").get<std::string>();
     for (const auto& f : j.at("files")) {
       IndexFileEntry e;
-      e.rank = f.at("rank").get<int>();
+      e.rank = static_cast<int>(integer(f.at("rank"), "a file's rank", 0, INT32_MAX));
       e.file = f.at("file").get<std::string>();
-      e.bytes = f.at("bytes").get<uint64_t>();
+      e.bytes = static_cast<uint64_t>(integer(f.at("bytes"), "a file's bytes", 0, INT64_MAX));
       ZW_ASSIGN_OR_RETURN(e.xxh64, parse_hex64(f.at("xxh64"), index_path));
       index.files.push_back(std::move(e));
     }
   } catch (const nlohmann::json::exception& e) {
     return bad_index(index_path, std::string("malformed (") + e.what() + ")");
+  } catch (const BadField& e) {
+    return bad_index(index_path, "malformed (" + e.what + ")");
   }
   if (!j.contains("layout")) return bad_index(index_path, "no layout");
   if (index.world_size < 1 || index.files.size() != static_cast<size_t>(index.world_size))
@@ -197,28 +239,6 @@ Result<CheckpointIndex> read_index(const std::string& dir) {
   for (int r = 0; r < index.world_size; ++r)
     if (index.files[r].rank != r) return bad_index(index_path, "files are not listed in rank order");
   return index;
-}
-
-Status agree_flags(Communicator& comm, std::vector<int32_t>& flags) {
-  CollectiveOptions o;
-  o.input = MemRef::host(flags.data(), flags.size() * sizeof(int32_t));
-  o.output = o.input;
-  o.count = flags.size();
-  o.dtype = DataType::kInt32;
-  o.op = ReduceOp::kMax;
-  ZW_ASSIGN_OR_RETURN(Work work, all_reduce(comm, o));
-  return work.wait();
-}
-
-std::string flagged_ranks(const std::vector<int32_t>& flags, size_t first, size_t count) {
-  std::string out;
-  const size_t end = std::min(flags.size(), count == SIZE_MAX ? flags.size() : first + count);
-  for (size_t i = first; i < end; ++i) {
-    if (flags[i] == 0) continue;
-    if (!out.empty()) out += ',';
-    out += std::to_string(i - first);
-  }
-  return out.empty() ? out : "rank(s) " + out;
 }
 
 }  // namespace zw::zero

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tensor/param_layout.h"
@@ -52,6 +53,9 @@ Status validate_layout(const tensor::ModelLayout& layout, int world_size, const 
 
 std::string index_to_json(const CheckpointIndex& index);
 Result<CheckpointIndex> read_index(const std::string& dir);
+// read_index's checks on the texts of DONE and index.json (the paths name them in errors); pure, for tests/fuzz.
+Result<CheckpointIndex> parse_index(std::string_view done_text, std::string_view index_text,
+                                    const std::string& done_path, const std::string& index_path);
 
 // One all-reduce (max, int32) of `flags`: every rank sets its own entries, the result holds everyone's. This is
 // how save and load agree on success (it doubles as the barrier between their phases) and how the loss scaler
