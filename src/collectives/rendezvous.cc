@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "collectives/refusal.h"
+#include "collectives/monitor/peer_links.h"
 #include "collectives/rendezvous_wire.h"
 #include "common/log.h"
 
@@ -205,6 +206,7 @@ Status Rendezvous::send(int peer, const RegBuf& src, size_t offset, size_t bytes
   auto& ep = endpoints_[peer];
   if (bytes == 0 || is_eager(bytes)) {
     if (bytes != 0) ZW_TRY(send_eager(peer, src, offset, bytes, tag));
+    if (links_ && bytes != 0) links_->sent(peer, bytes);
     if (ticket) *ticket = ep->writes_posted();
     return Status();
   }
@@ -219,6 +221,7 @@ Status Rendezvous::send(int peer, const RegBuf& src, size_t offset, size_t bytes
   Status s = ep->write(*src.mr, offset, it->key_bytes(), it->offset, bytes, notify_value(tag));
   list.erase(it);
   if (!s.ok()) return explain(Status(s.code(), "write to " + describe(peer) + " failed: " + s.message()));
+  if (links_) links_->sent(peer, bytes);
   if (ticket) *ticket = ep->writes_posted();
   return Status();
 }
@@ -227,7 +230,10 @@ Status Rendezvous::wait_recv(int peer, uint64_t tag, size_t bytes) {
   if (bytes == 0) return Status();
   auto& list = state_[peer].notifies;
   uint64_t want = notify_value(tag);
-  ZW_TRY(wait_for(peer, "data", tag, [&] { return std::find(list.begin(), list.end(), want) != list.end(); }));
+  auto arrived = [&] { return std::find(list.begin(), list.end(), want) != list.end(); };
+  const uint64_t blocked_from = links_ && !arrived() ? now_ns() : 0;  // data already there costs no clock read
+  ZW_TRY(wait_for(peer, "data", tag, arrived));
+  if (links_) links_->received(peer, bytes, blocked_from ? std::max<uint64_t>(now_ns() - blocked_from, 1) : 0);
   list.erase(std::find(list.begin(), list.end(), want));
   return Status();
 }

@@ -36,6 +36,9 @@
 #include "zerowire/store.h"
 
 namespace zw::internal {
+namespace monitor {
+class PeerLinks;  // collectives/monitor/peer_links.h
+}
 
 // 40-bit tag: phase (2 bits) | step (18 bits) | chunk (20 bits).
 inline uint64_t make_tag(unsigned phase, unsigned step, uint64_t chunk) {
@@ -121,6 +124,8 @@ class Rendezvous {
   void set_blame_store(std::shared_ptr<Store> store) { blame_store_ = std::move(store); }
   // The transport's name ("shm", "tcp", ...), for algorithms that suit one transport only.
   const char* transport_name() const { return transport_.name(); }
+  // Per-peer byte and wait counters to update (the communicator's monitor), or null.
+  void set_peer_links(monitor::PeerLinks* links) { links_ = links; }
 
  private:
   struct Cts {
@@ -211,6 +216,7 @@ class Rendezvous {
   EagerConfig eager_;
   RegBuf inbox_;
   std::vector<std::vector<std::byte>> peer_inbox_keys_;
+  monitor::PeerLinks* links_ = nullptr;  // per-peer counters (monitoring), or null
   int waiting_peer_ = -1;             // what the current wait is for (blame.cc)
   const char* waiting_what_ = "";
   std::shared_ptr<Store> blame_store_;

@@ -160,6 +160,9 @@ int run_job(const Options& options) {
     complain(s.message());
     return kLaunchError;
   }
+  if (options.metrics_port > 0)
+    complain("metrics endpoints on 127.0.0.1:" + std::to_string(options.metrics_port) + "+rank; watch them with " +
+             "tools/zwtop/zwtop -n " + std::to_string(options.ranks) + " --port " + std::to_string(options.metrics_port));
   std::vector<int> pids;  // every rank ever started: what they left in /dev/shm is removed at the end
   auto finish = [&](int code) {
     const int removed = transport::reclaim_shm_segments_of(pids);

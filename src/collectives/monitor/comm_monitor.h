@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "collectives/monitor/op_stats.h"
+#include "collectives/monitor/peer_links.h"
 #include "collectives/monitor/record_ring.h"
 #include "collectives/monitor/straggler.h"
 #include "collectives/op_desc.h"
@@ -57,6 +58,9 @@ class CommMonitor {
   const MonitorSetup& setup() const { return setup_; }
   const RecordRing& ring() const { return *ring_; }
   const OpStats& stats() const { return stats_; }
+  // Per-peer counters, updated by the communicator's rendezvous (Rendezvous::set_peer_links).
+  PeerLinks& links() { return links_; }
+  const PeerLinks& links() const { return links_; }
   uint64_t in_flight() const;
   // A label that tells this communicator apart in the process: "name", or "name#generation" after the first.
   std::string label() const;
@@ -67,7 +71,7 @@ class CommMonitor {
   void service_tick();
 
  private:
-  explicit CommMonitor(MonitorSetup setup) : setup_(std::move(setup)) {}
+  explicit CommMonitor(MonitorSetup setup) : setup_(std::move(setup)), links_(setup_.size) {}
   void window_done();
   void judge_ready_windows();
   std::string window_key(uint64_t window, int rank) const;
@@ -75,6 +79,7 @@ class CommMonitor {
   MonitorSetup setup_;
   std::unique_ptr<RecordRing> ring_;
   OpStats stats_;
+  PeerLinks links_;
   // Writer state (token holder).
   uint64_t record_ = UINT64_MAX;  // ring index of the running operation
   OpDesc desc_{};                 // its description, bytes and start

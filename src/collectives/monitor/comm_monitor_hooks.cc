@@ -18,6 +18,7 @@ void CommImpl::start_monitor(uint32_t generation) {
   }
   s.store = store_;
   monitor_ = monitor::CommMonitor::create(std::move(s));
+  if (monitor_) rendezvous_->set_peer_links(&monitor_->links());
 }
 
 }  // namespace zw::internal

@@ -122,6 +122,36 @@ void render_cells(std::string& out, const std::vector<Cell>& cells) {
   }
 }
 
+// Per-peer link counters: one family each, a sample per (communicator, peer) that carried anything.
+void render_links(std::string& out, const std::vector<std::shared_ptr<CommMonitor>>& ms) {
+  struct Family {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*value)(const PeerLinks::Link&);
+  };
+  static const Family kFamilies[] = {
+      {"zerowire_peer_sent_bytes_total", "counter", "Payload bytes this rank wrote to the peer.",
+       [](const PeerLinks::Link& l) { return static_cast<double>(l.sent_bytes.load(std::memory_order_relaxed)); }},
+      {"zerowire_peer_received_bytes_total", "counter", "Payload bytes this rank received from the peer.",
+       [](const PeerLinks::Link& l) { return static_cast<double>(l.received_bytes.load(std::memory_order_relaxed)); }},
+      {"zerowire_peer_wait_seconds_total", "counter", "Time this rank was blocked waiting for the peer's data.",
+       [](const PeerLinks::Link& l) { return static_cast<double>(l.wait_ns.load(std::memory_order_relaxed)) / 1e9; }},
+      {"zerowire_peer_waits_total", "counter", "Waits for the peer's data that found it missing (and blocked).",
+       [](const PeerLinks::Link& l) { return static_cast<double>(l.waits.load(std::memory_order_relaxed)); }},
+  };
+  for (const Family& f : kFamilies) {
+    family(out, f.name, f.type, f.help);
+    for (const auto& m : ms)
+      for (int p = 0; p < m->links().size(); ++p) {
+        const PeerLinks::Link& l = m->links().link(p);
+        if (l.sent_bytes.load(std::memory_order_relaxed) == 0 && l.received_bytes.load(std::memory_order_relaxed) == 0)
+          continue;
+        sample(out, f.name, comm_labels(*m) + ",peer=\"" + std::to_string(p) + "\"", f.value(l));
+      }
+  }
+}
+
 void render_comms(std::string& out, const std::vector<std::shared_ptr<CommMonitor>>& ms) {
   family(out, "zerowire_operations_in_flight", "gauge", "Operations issued and not finished.");
   for (const auto& m : ms) sample(out, "zerowire_operations_in_flight", comm_labels(*m), static_cast<double>(m->in_flight()));
@@ -139,6 +169,7 @@ void render_comms(std::string& out, const std::vector<std::shared_ptr<CommMonito
                     "\",seq=\"" + std::to_string(busy ? f.seq : 0) + "\"";
     sample(out, "zerowire_current_operation_running_seconds", l, busy && now > f.start_ns ? seconds(now - f.start_ns) : 0);
   }
+  render_links(out, ms);
   struct Family {
     const char* name;
     const char* help;
@@ -215,6 +246,16 @@ std::string render_comm_json(const CommMonitor& m) {
              num(LatencyHistogram::quantile_ns(counts, 0.99) / 1e9) + "}";
       first = false;
     }
+  out += "],\"peers\":[";
+  first = true;
+  for (int p = 0; p < m.links().size(); ++p) {
+    const PeerLinks::Link& l = m.links().link(p);
+    if (l.sent_bytes.load() == 0 && l.received_bytes.load() == 0) continue;
+    out += std::string(first ? "" : ",") + "{\"peer\":" + std::to_string(p) + ",\"sent_bytes\":" +
+           std::to_string(l.sent_bytes.load()) + ",\"received_bytes\":" + std::to_string(l.received_bytes.load()) +
+           ",\"wait_s\":" + num(seconds(l.wait_ns.load())) + ",\"waits\":" + std::to_string(l.waits.load()) + "}";
+    first = false;
+  }
   out += "],\"straggler\":";
   if (m.windows_judged() == 0) {
     out += "null";

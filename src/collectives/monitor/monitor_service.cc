@@ -65,6 +65,13 @@ MonitorService& MonitorService::instance() {
 MonitorService::~MonitorService() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
+  // At process exit: communicators never destroyed (a leaked handle, exit() from the trainer) still get their dump.
+  bool live_left = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_left = !monitors_.empty();
+  }
+  if (live_left) write_dump();
   if (listen_fd_ >= 0) close(listen_fd_);
 }
 

@@ -77,6 +77,20 @@ TEST(MonitorComm, OperationsAreCountedPerOpAndSizeWithBusBandwidth) {
     // Rank 0 took the text between the barriers: nothing of its own in flight (rank 1 may have issued the next).
     if (r == 0) EXPECT_EQ(sample_value(t, "zerowire_operations_in_flight", {"comm=\"mon-count\"", rank}), 0);
   }
+  // Links: each rank wrote its 4 KiB block to the other 10 times (plus the small all_reduces and barriers), never to
+  // itself.
+  for (int r = 0; r < 2; ++r) {
+    const std::string rank = "rank=\"" + std::to_string(r) + "\"", peer = "peer=\"" + std::to_string(1 - r) + "\"";
+    const double sent = sample_value(t, "zerowire_peer_sent_bytes_total", {"comm=\"mon-count\"", rank, peer});
+    const double got = sample_value(t, "zerowire_peer_received_bytes_total", {"comm=\"mon-count\"", rank, peer});
+    EXPECT_GE(sent, 10 * 4096) << t;
+    EXPECT_LT(sent, 10 * 4096 + 4096);
+    EXPECT_GE(got, 10 * 4096);
+    EXPECT_LT(got, 10 * 4096 + 4096);
+    EXPECT_EQ(sample_value(t, "zerowire_peer_sent_bytes_total",
+                           {"comm=\"mon-count\"", rank, "peer=\"" + std::to_string(r) + "\""}), -1);
+  }
+  EXPECT_NE(jsons[0].find("\"peers\":[{\"peer\":"), std::string::npos);
   EXPECT_NE(jsons[0].find("\"comm\":\"mon-count\""), std::string::npos);
   EXPECT_NE(jsons[0].find("\"op\":\"all_gather\",\"algo\""), std::string::npos);
   EXPECT_NE(jsons[0].find("\"state\":\"done\""), std::string::npos);

@@ -4,6 +4,7 @@
   endpoint  PY ZWRUN PROBE            the Prometheus endpoint parsed by prometheus_client's own text parser (PY is
                                       the python that has it; exit 77, with the reason, when none has), the JSON
                                       endpoint, and zwrun --metrics-dir gathering every rank's dump at exit
+  dump      ZWRUN PROBE               zwrun --metrics-dir: a rank dumps its JSON on SIGUSR2, and every rank at exit
   straggler ZWRUN PROBE TRANSPORT N   one rank sleeps before each collective: rank 0 names it, and nobody else; then
                                       the same job without the sleep: nobody is named
   flight    ZWRUN PROBE ZW_FLIGHT TRANSPORT stop|kill
@@ -17,6 +18,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -143,6 +145,45 @@ def endpoint(py, zwrun, probe):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def dump(zwrun, probe):
+    """zwrun --metrics-dir: SIGUSR2 makes a rank write its dump now; at exit every rank's lands there."""
+    tmp = tempfile.mkdtemp(prefix="zw_mon_dump_")
+    hold, mdir = os.path.join(tmp, "hold"), os.path.join(tmp, "metrics")
+    port = free_port_base(3)
+    job = start_job(zwrun, probe, 3, "tcp", ["--ops", "60", "--op", "all_reduce", "--hold-file", hold],
+                    zwrun_args=["--metrics-port", str(port), "--metrics-dir", mdir])
+    try:
+        snap = wait_ops(port + 1, 60)
+        path = os.path.join(mdir, "rank1.json")
+        if os.path.exists(path):
+            fail("rank 1 dumped before it was asked to")
+        os.kill(snap["pid"], signal.SIGUSR2)
+        for _ in range(100):
+            if os.path.exists(path):
+                break
+            time.sleep(0.05)
+        with open(path) as f:
+            j = json.load(f)
+        if j["pid"] != snap["pid"] or j["communicators"][0]["stats"][0]["count"] != 60:
+            fail(f"rank 1's SIGUSR2 dump: {j}")
+        with open(hold, "w"):
+            pass
+        out, _ = job.communicate(timeout=120)
+        if job.returncode != 0:
+            fail(f"job exited {job.returncode}:\n{out}")
+        for r in range(3):
+            with open(os.path.join(mdir, f"rank{r}.json")) as f:
+                c = json.load(f)["communicators"][0]
+            if c["rank"] != r or c["size"] != 3 or c["stats"][0]["op"] != "all_reduce" or c["stats"][0]["count"] != 60:
+                fail(f"rank {r}'s dump at exit: {c}")
+        print(f"dump: SIGUSR2 dump of rank 1, and 3 ranks' dumps at exit in {mdir}")
+        return 0
+    finally:
+        if job.poll() is None:
+            job.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def straggler_lines(out):
     return re.findall(r"straggler: rank (\d+) \(host", out)
 
@@ -256,4 +297,4 @@ def zwtop(zwrun, probe, zwtop_path):
 
 if __name__ == "__main__":
     what, args = sys.argv[1], sys.argv[2:]
-    sys.exit({"endpoint": endpoint, "straggler": straggler, "flight": flight, "zwtop": zwtop}[what](*args))
+    sys.exit({"endpoint": endpoint, "dump": dump, "straggler": straggler, "flight": flight, "zwtop": zwtop}[what](*args))

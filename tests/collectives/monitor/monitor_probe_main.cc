@@ -4,7 +4,7 @@
 //                    [--hold-file PATH] [--die-rank R --die-at I --die stop|kill]
 // --delay-rank sleeps MS before each operation on rank R (a straggler); --hold-file keeps the communicator alive
 // after the operations until PATH exists (so a test can scrape the endpoint); --die-rank raises SIGSTOP or SIGKILL
-// on rank R before operation I (the flight-recorder tests). Exit codes: 0 done, 3 an operation failed (its error
+// on rank R before operation I, 300 ms after finishing the one before (the flight-recorder tests). Exit codes: 0 done, 3 an operation failed (its error
 // on stderr), 5 set-up failed or bad arguments.
 #include <unistd.h>
 
@@ -67,7 +67,11 @@ int main(int argc, char** argv) {
   const size_t count = std::max<size_t>(a.bytes / 4, 1);
   std::vector<float> in(count, 1.0f), out(count * static_cast<size_t>(c.size()));
   for (int i = 0; i < a.ops; ++i) {
-    if (c.rank() == a.die_rank && i == a.die_at) std::raise(a.die_signal);
+    if (c.rank() == a.die_rank && i == a.die_at) {
+      // The others get time to start operation I (so that they are blocked in it, not killed by zwrun before it).
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      std::raise(a.die_signal);
+    }
     if (c.rank() == a.delay_rank) std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
     const zw::MemRef src = zw::MemRef::host(in.data(), count * 4);
     auto w = a.op == "all_gather"
