@@ -135,10 +135,15 @@ Status Rendezvous::blame_timeout(int peer, const std::string& waited) {
       if (ep) (void)ep->send(std::span<const std::byte>(buf, sizeof w));
     const auto until = Clock::now() + std::chrono::duration<double>(std::min(kGraceMax, timeout_s_ / 2));
     for (bool first = true; first || Clock::now() < until; first = false) {
+      (void)pump();  // answers the queries of ranks that timed out too (their aborts change nothing now)
       for (int p = 0; p < n; ++p) {
-        if (reports.count(p)) continue;
-        auto got = blame_store_->get(key_of(seq_, p), std::chrono::milliseconds(1));
-        if (got.ok()) reports[p] = parse_report(got.value());
+        // A rank one operation behind or ahead (it timed out there, or answered a query from there) reported under
+        // that operation's number.
+        for (uint64_t s : {seq_, seq_ - 1, seq_ + 1}) {
+          if (reports.count(p) || s == 0) continue;
+          auto got = blame_store_->get(key_of(s, p), std::chrono::milliseconds(1));
+          if (got.ok()) reports[p] = parse_report(got.value());
+        }
       }
       if (static_cast<int>(reports.size()) == n) break;
       std::this_thread::sleep_for(kPoll);
@@ -155,10 +160,18 @@ Status Rendezvous::blame_timeout(int peer, const std::string& waited) {
   }
   for (int p = 0; p < n; ++p)
     if (state_[p].seen_seq > last[p].first) last[p] = {state_[p].seen_seq, state_[p].seen_desc.describe()};
-  std::vector<int> culprits, waiting, elsewhere;
+  std::vector<int> culprits, waiting;
+  std::string elsewhere;  // reporters in another operation: "rank 3 in #6"
   for (int p : waited_on)
     if (p != rank_ && p >= 0 && p < n && !reports.count(p)) culprits.push_back(p);
-  for (const auto& [r, rep] : reports) (rep.seq == seq_ ? waiting : elsewhere).push_back(r);
+  for (const auto& [r, rep] : reports) {
+    if (rep.seq == seq_) {
+      waiting.push_back(r);
+    } else {
+      elsewhere += ", rank " + std::to_string(r) + " in #" + std::to_string(rep.seq) +
+                   (culprits.empty() ? " " + rep.desc : std::string());
+    }
+  }
   std::string verdict;
   for (size_t i = 0; i < culprits.size() && i < 3; ++i) {
     const int q = culprits[i];
@@ -168,15 +181,14 @@ Status Rendezvous::blame_timeout(int peer, const std::string& waited) {
     verdict += "; " + describe(q) + state;
     if (last[q].first > 0) verdict += ", last seen in #" + std::to_string(last[q].first) + " " + last[q].second;
   }
-  for (int r : elsewhere)
-    verdict += "; rank " + std::to_string(r) + " is in #" + std::to_string(reports[r].seq) + " " + reports[r].desc;
-  if (verdict.empty())
+  if (verdict.empty() && elsewhere.empty())
     return Status(Code::kTimeout, waited +
                                       ": it may be stuck, much slower, or not calling this collective; "
                                       "raise ZW_TIMEOUT if it is only slow");
-  // The verdict comes last: a reason forwarded to the other ranks keeps its head and its tail.
+  // The culprits come last: a reason forwarded to the other ranks keeps its head and its tail.
   return Status(Code::kTimeout, waited + " (ranks " + rank_list(waiting) + " reported waiting in #" +
-                                    std::to_string(seq_) + "; raise ZW_TIMEOUT if ranks are only slow)" + verdict);
+                                    std::to_string(seq_) + elsewhere + "; raise ZW_TIMEOUT if ranks are only slow)" +
+                                    verdict);
 }
 
 }  // namespace zw::internal

@@ -242,6 +242,9 @@ CommImpl::~CommImpl() {
   if (monitor_) monitor_->retire();
   ZW_INFO(kColl, "operations run by a waiting thread: %llu, by the worker: %llu",
           static_cast<unsigned long long>(q_.counts.by_waiter), static_cast<unsigned long long>(q_.counts.by_worker));
+  // Incoming data stops before registered memory goes: a peer still writing into the inbox or a buffer (it had not
+  // seen the failure yet) must not land in memory being deregistered (tcp: SIGSEGV in its reader thread).
+  endpoints_.clear();
   inbox_region_.reset();
   retire_inbox();
 }

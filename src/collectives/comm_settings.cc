@@ -1,5 +1,7 @@
 // The communicator's settings: CommConfig with every default taken from the knob table (resolve_settings), and
 // the defaults that depend on the world size, resolved when the communicator is made.
+#include <cmath>
+
 #include "collectives/comm_impl.h"
 #include "common/knobs.h"
 
@@ -12,6 +14,9 @@ Result<CommSettings> resolve_settings(const CommConfig& config) {
   const Knobs& k = knobs();
   CommSettings s;
   s.transport = config.transport.empty() ? k.transport : config.transport;
+  if (std::isnan(config.timeout_s))  // not "< 0", so it would pass for the default: say it
+    return Status(Code::kInvalidArgument, "the operation timeout (CommConfig::timeout_s) is NaN; give a positive "
+                                          "number of seconds up to 1e9, or a negative one for ZW_TIMEOUT");
   s.timeout_s = config.timeout_s >= 0 ? config.timeout_s : k.timeout_s;
   s.algo = config.algo.empty() ? k.algo : config.algo;
   const int64_t tree = config.tree_threshold >= 0 ? config.tree_threshold : k.tree_threshold;

@@ -175,13 +175,16 @@ INSTANTIATE_TEST_SUITE_P(Short, KillStop, ::testing::ValuesIn(short_matrix()),
 
 // ZW_FAULT_TRIALS trials (default 50) per signal and transport: worlds 2-8 and victim positions in turn, apart hosts
 // in every other tcp trial. Appends "date | signal transport | trials | failures | longest detection" lines to
-// ZW_FAULT_REPORT (if set).
+// ZW_FAULT_REPORT (if set). ZW_FAULT_ONLY="SIGSTOP shm" runs one of the four.
 TEST(KillStopCampaign, DISABLED_Campaign) {
   const char* env = std::getenv("ZW_FAULT_TRIALS");
   const int trials = env ? std::atoi(env) : 50;
+  const char* only = std::getenv("ZW_FAULT_ONLY");  // e.g. "SIGKILL tcp": one signal and transport
   std::mt19937 rng(20261201);
   for (int sig : {SIGKILL, SIGSTOP}) {
     for (const char* tr : {"shm", "tcp"}) {
+      const std::string which = std::string(sig == SIGKILL ? "SIGKILL " : "SIGSTOP ") + tr;
+      if (only && which != only) continue;
       int failures = 0;
       double longest = 0;
       for (int i = 0; i < trials; ++i) {
