@@ -38,7 +38,7 @@ if ! "$python" -m venv "$venv" >&2; then
 fi
 if ! "$py" -m pip install -q --no-index --find-links "$wheels" "${requirements[@]}" >&2 2>/dev/null; then
   say "installing ${requirements[*]} from PyPI"
-  if ! "$py" -m pip install -q "${requirements[@]}" >&2; then
+  if ! "$py" -m pip install -q --retries 1 --timeout 15 "${requirements[@]}" >&2; then
     say "cannot install ${requirements[*]} (no wheel in $wheels and PyPI unreachable)"
     exit 1
   fi
