@@ -13,6 +13,9 @@ torch_python=$(tools/torch-env.sh)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DZW_TORCH_PYTHON="$torch_python"
 cmake --build build -j "$(nproc)"
 ctest --test-dir build --output-on-failure -j2 "$@"
+# The long fault campaigns (kill -9 / SIGSTOP at 2-8 ranks, the soak, checkpoint kills) only when asked:
+# ZW_FAULT_CAMPAIGN=TRIALS ./test.sh (figures go to build/fault-campaign.txt; docs/RELIABILITY.md says how to read them).
+if [[ -n ${ZW_FAULT_CAMPAIGN:-} ]]; then tests/fault/campaign.sh build "$ZW_FAULT_CAMPAIGN"; fi
 # The fuzz targets (tests/fuzz) need clang: a build of their own in build/fuzz (ASan + UBSan + libFuzzer, only the
 # fuzz targets), each run for a few seconds from its committed seed corpus (ctest label fuzz).
 cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
