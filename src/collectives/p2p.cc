@@ -13,6 +13,7 @@
 #include "collectives/algorithms.h"
 #include "collectives/gpu_path.h"
 #include "collectives/host_task.h"
+#include "collectives/refusal.h"
 #include "kernels/reduce.h"
 #include "zerowire/communicator.h"
 
@@ -211,21 +212,27 @@ Result<Work> scatter(Communicator& comm, const CollectiveOptions& options) { ret
 
 Result<Work> all_to_all(Communicator& comm, const CollectiveOptions& o) {
   const int n = comm.size(), r = comm.rank();
-  if (static_cast<int>(o.dtype) >= kNumDataTypes) return usage("all_to_all", r, "unknown data type");
+  // A refused call is announced to the peers, which would otherwise wait for it (refusal.h).
+  auto refuse = [&](const std::string& what) {
+    Status s = usage("all_to_all", r, what);
+    internal::announce_refusal(comm, s);
+    return s;
+  };
+  if (static_cast<int>(o.dtype) >= kNumDataTypes) return refuse("unknown data type");
   size_t total = 0;
   if (!internal::checked_bytes(o.count, o.dtype, uint64_t(n), &total))
-    return usage("all_to_all", r, internal::overflow_text(o.count, o.dtype, uint64_t(n)));
+    return refuse(internal::overflow_text(o.count, o.dtype, uint64_t(n)));
   for (const auto& [which, m] : {std::pair{"input", o.input}, std::pair{"output", o.output}}) {
     if (total == 0) break;
-    if (m.ptr == nullptr) return usage("all_to_all", r, std::string(which) + " buffer is null");
+    if (m.ptr == nullptr) return refuse(std::string(which) + " buffer is null");
     if (m.bytes < total)
-      return usage("all_to_all", r, std::string(which) + " buffer holds " + std::to_string(m.bytes) +
-                                        " bytes but size × count needs " + std::to_string(total));
+      return refuse(std::string(which) + " buffer holds " + std::to_string(m.bytes) + " bytes but size × count needs " +
+                    std::to_string(total));
   }
   if (ranges_overlap(o.input.ptr, total, o.output.ptr, total))
-    return usage("all_to_all", r, "input and output overlap (all_to_all has no in-place form)");
+    return refuse("input and output overlap (all_to_all has no in-place form)");
   if (total > 0 && o.input.kind != o.output.kind)
-    return usage("all_to_all", r, "input and output are not both host or both device memory");
+    return refuse("input and output are not both host or both device memory");
   OpDesc desc{OpKind::kAllToAll, internal::Algo::kRing, o.dtype, ReduceOp::kSum, 0, o.count};
   if (total > 0 && o.input.kind == MemKind::kCudaDevice) return internal::run_gpu_all_to_all(comm, desc, o);
   return comm.impl().enqueue(desc, o.timeout, internal::host_task(comm.impl(), desc, o),

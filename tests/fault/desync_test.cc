@@ -144,6 +144,10 @@ std::vector<Case> cases() {
        with(ar, [](Spec& s) { s.kind = Kind::kBarrier; }),
        {"rank 2", "all_reduce", "barrier"}},
       {"usage_error_on_one_rank", ar, with(ar, [](Spec& s) { s.null_input = true; }), {"rank 2", "null"}},
+      {"usage_error_all_to_all",
+       with(ar, [](Spec& s) { s.kind = Kind::kAllToAll; }),
+       with(ar, [](Spec& s) { s.kind = Kind::kAllToAll, s.null_input = true; }),
+       {"rank 2", "null"}},
       {"usage_error_broadcast", bc, with(bc, [](Spec& s) { s.root = 7; }), {"rank 2", "root 7"}},
       // Differences that are no desync: the result must be right on every rank.
       {"in_place_on_one_rank", ar, with(ar, [](Spec& s) { s.in_place = true; }), {}},
