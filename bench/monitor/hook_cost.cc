@@ -48,8 +48,11 @@ int main(int argc, char** argv) {
     const double ns = thread_cpu_ns() - t0;
     best = std::min(best, ns / static_cast<double>(iters));
   }
-  std::printf("monitoring hooks: %.1f ns (thread CPU time) per operation (best of 5 x %ld; the times are passed in: the communicator reads "
-              "the clock for its Work handles anyway)\n", best, iters);
+  std::printf(
+      "monitoring hooks: %.1f ns (thread CPU time) per operation (best of 5 x %ld; the times are passed in: the "
+      "communicator reads "
+      "the clock for its Work handles anyway)\n",
+      best, iters);
   m->retire();
   return 0;
 }

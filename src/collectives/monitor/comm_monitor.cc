@@ -130,7 +130,8 @@ void CommMonitor::service_tick() {
     std::string value = encode_durations(&runs_[ready_buf_ * window_], window_);
     ready_.store(-1, std::memory_order_release);
     Status s = setup_.store->set(window_key(static_cast<uint64_t>(ready), setup_.rank), value);
-    if (!s.ok()) ZW_INFO(kColl, "straggler window %lld not published: %s", static_cast<long long>(ready), s.to_string().c_str());
+    if (!s.ok())
+      ZW_INFO(kColl, "straggler window %lld not published: %s", static_cast<long long>(ready), s.to_string().c_str());
     published_ = ready;
   }
   if (setup_.rank == 0) {

@@ -30,12 +30,12 @@ namespace zw::internal::monitor {
 struct MonitorSetup {
   int rank = 0;
   int size = 1;
-  uint32_t generation = 0;          // communicators of one name, in creation order
-  std::string comm;                 // communicator name
-  std::string transport;            // transport name
-  std::vector<std::string> hosts;   // [rank] host
-  std::vector<int> pids;            // [rank] pid
-  std::shared_ptr<Store> store;     // the communicator's own (prefixed) store, for the straggler exchange
+  uint32_t generation = 0;         // communicators of one name, in creation order
+  std::string comm;                // communicator name
+  std::string transport;           // transport name
+  std::vector<std::string> hosts;  // [rank] host
+  std::vector<int> pids;           // [rank] pid
+  std::shared_ptr<Store> store;    // the communicator's own (prefixed) store, for the straggler exchange
 };
 
 class CommMonitor {
@@ -86,23 +86,23 @@ class CommMonitor {
   uint64_t bytes_ = 0;
   uint64_t start_ns_ = 0;
   uint64_t seq_ = 0;
-  uint64_t coll_index_ = 0;       // collectives started so far
+  uint64_t coll_index_ = 0;  // collectives started so far
   std::atomic<uint64_t> finished_seq_{0};
   // Straggler windows: two buffers of `window_` run times (µs); the writer fills one while the service reads the
   // other. ready_ is the index of the window waiting in buffer ready_buf_ (-1: none).
   size_t window_ = 0;
-  std::vector<uint32_t> runs_;    // 2 × window_
+  std::vector<uint32_t> runs_;  // 2 × window_
   size_t fill_ = 0, cur_ = 0;
   uint64_t windows_filled_ = 0;
   std::atomic<int64_t> ready_{-1};
   size_t ready_buf_ = 0;
   bool failed_ = false;
   // Service thread state.
-  int64_t published_ = -1;        // last window this rank published
-  uint64_t next_judge_ = 0;       // rank 0: next window to judge
+  int64_t published_ = -1;   // last window this rank published
+  uint64_t next_judge_ = 0;  // rank 0: next window to judge
   std::atomic<uint64_t> judged_{0};
   mutable std::mutex verdict_mutex_;
-  StragglerVerdict verdict_;      // rank 0: the last window judged
+  StragglerVerdict verdict_;  // rank 0: the last window judged
 };
 
 }  // namespace zw::internal::monitor

@@ -26,19 +26,26 @@ std::string num(double v) {
 std::string escape(const std::string& s) {  // for label values and JSON strings alike
   std::string out;
   for (char c : s) {
-    if (c == '\\' || c == '"') out += '\\', out += c;
-    else if (c == '\n') out += "\\n";
-    else if (static_cast<unsigned char>(c) >= 32) out += c;
+    if (c == '\\' || c == '"')
+      out += '\\', out += c;
+    else if (c == '\n')
+      out += "\\n";
+    else if (static_cast<unsigned char>(c) >= 32)
+      out += c;
   }
   return out;
 }
 
 const char* state_name(uint8_t s) {
   switch (static_cast<OpState>(s)) {
-    case OpState::kRunning: return "running";
-    case OpState::kDone: return "done";
-    case OpState::kFailed: return "failed";
-    case OpState::kEmpty: break;
+    case OpState::kRunning:
+      return "running";
+    case OpState::kDone:
+      return "done";
+    case OpState::kFailed:
+      return "failed";
+    case OpState::kEmpty:
+      break;
   }
   return "empty";
 }
@@ -64,8 +71,8 @@ std::vector<Cell> cells_of(const std::vector<std::shared_ptr<CommMonitor>>& ms) 
         if (c.count.load(std::memory_order_relaxed) == 0) continue;
         std::string l = comm_labels(*m) + ",op=\"" + op_kind_name(static_cast<OpKind>(k)) + "\",transport=\"" +
                         escape(m->setup().transport) + "\",algo=\"" +
-                        algo_name(static_cast<Algo>(c.algo.load(std::memory_order_relaxed))) +
-                        "\",size_le_bytes=\"" + std::to_string(size_bucket_bound(b)) + "\"";
+                        algo_name(static_cast<Algo>(c.algo.load(std::memory_order_relaxed))) + "\",size_le_bytes=\"" +
+                        std::to_string(size_bucket_bound(b)) + "\"";
         out.push_back(Cell{m.get(), k, b, &c, std::move(l)});
       }
   return out;
@@ -91,12 +98,14 @@ void render_cells(std::string& out, const std::vector<Cell>& cells) {
   simple("zerowire_operations_total", "counter", "Operations finished.", [&](const Cell& c) { return ld(c.c->count); });
   simple("zerowire_operation_bytes_total", "counter", "Bytes moved by finished operations (nccl-tests size).",
          [&](const Cell& c) { return ld(c.c->bytes); });
-  simple("zerowire_operation_errors_total", "counter", "Operations that failed.", [&](const Cell& c) { return ld(c.c->errors); });
+  simple("zerowire_operation_errors_total", "counter", "Operations that failed.",
+         [&](const Cell& c) { return ld(c.c->errors); });
   auto algbw = [&](const Cell& c) {
     const double t = ld(c.c->time_ns) / 1e9;
     return t > 0 ? ld(c.c->bytes) / t : 0.0;
   };
-  simple("zerowire_algbw_bytes_per_second", "gauge", "Algorithm bandwidth: bytes over run time, all operations of the cell.", algbw);
+  simple("zerowire_algbw_bytes_per_second", "gauge",
+         "Algorithm bandwidth: bytes over run time, all operations of the cell.", algbw);
   simple("zerowire_busbw_bytes_per_second", "gauge", "Bus bandwidth: algbw times nccl-tests' factor for the operation.",
          [&](const Cell& c) { return algbw(c) * bus_factor(static_cast<OpKind>(c.kind), c.m->setup().size); });
   family(out, "zerowire_operation_duration_seconds", "histogram", "Run time of operations (start to end).");
@@ -154,7 +163,8 @@ void render_links(std::string& out, const std::vector<std::shared_ptr<CommMonito
 
 void render_comms(std::string& out, const std::vector<std::shared_ptr<CommMonitor>>& ms) {
   family(out, "zerowire_operations_in_flight", "gauge", "Operations issued and not finished.");
-  for (const auto& m : ms) sample(out, "zerowire_operations_in_flight", comm_labels(*m), static_cast<double>(m->in_flight()));
+  for (const auto& m : ms)
+    sample(out, "zerowire_operations_in_flight", comm_labels(*m), static_cast<double>(m->in_flight()));
   family(out, "zerowire_operations_issued_total", "counter", "Operations issued (the last sequence number).");
   for (const auto& m : ms)
     sample(out, "zerowire_operations_issued_total", comm_labels(*m),
@@ -167,7 +177,8 @@ void render_comms(std::string& out, const std::vector<std::shared_ptr<CommMonito
     const uint64_t now = now_ns();
     std::string l = comm_labels(*m) + ",op=\"" + (busy ? op_kind_name(static_cast<OpKind>(f.kind)) : "idle") +
                     "\",seq=\"" + std::to_string(busy ? f.seq : 0) + "\"";
-    sample(out, "zerowire_current_operation_running_seconds", l, busy && now > f.start_ns ? seconds(now - f.start_ns) : 0);
+    sample(out, "zerowire_current_operation_running_seconds", l,
+           busy && now > f.start_ns ? seconds(now - f.start_ns) : 0);
   }
   render_links(out, ms);
   struct Family {
@@ -207,8 +218,10 @@ std::string render_prometheus(const std::vector<std::shared_ptr<CommMonitor>>& m
 std::string record_json(const OpFields& f) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "{\"seq\":%" PRIu64 ",\"coll_index\":%" PRIu64 ",\"op\":\"%s\",\"algo\":\"%s\",\"dtype\":\"%s\","
-                "\"redop\":\"%s\",\"root\":%u,\"count\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"path\":\"%s\","
+                "{\"seq\":%" PRIu64 ",\"coll_index\":%" PRIu64
+                ",\"op\":\"%s\",\"algo\":\"%s\",\"dtype\":\"%s\","
+                "\"redop\":\"%s\",\"root\":%u,\"count\":%" PRIu64 ",\"bytes\":%" PRIu64
+                ",\"path\":\"%s\","
                 "\"state\":\"%s\",\"status\":\"%s\",\"enqueue_ns\":%" PRIu64 ",\"start_ns\":%" PRIu64
                 ",\"end_ns\":%" PRIu64 "}",
                 f.seq, f.coll_index, op_kind_name(static_cast<OpKind>(f.kind)), algo_name(static_cast<Algo>(f.algo)),
@@ -224,9 +237,9 @@ std::string render_comm_json(const CommMonitor& m) {
   std::string out = "{\"comm\":\"" + escape(m.label()) + "\",\"rank\":" + std::to_string(s.rank) +
                     ",\"size\":" + std::to_string(s.size) + ",\"transport\":\"" + escape(s.transport) +
                     "\",\"issued\":" + std::to_string(h.last_enqueued.load()) +
-                    ",\"in_flight\":" + std::to_string(m.in_flight()) + ",\"failed\":" +
-                    (h.failed.load() ? "\"" + escape(h.reason) + "\"" : std::string("null")) + ",\"flight_file\":\"" +
-                    escape(m.ring().file()) + "\",\"stats\":[";
+                    ",\"in_flight\":" + std::to_string(m.in_flight()) +
+                    ",\"failed\":" + (h.failed.load() ? "\"" + escape(h.reason) + "\"" : std::string("null")) +
+                    ",\"flight_file\":\"" + escape(m.ring().file()) + "\",\"stats\":[";
   bool first = true;
   for (int k = 0; k < kNumKinds; ++k)
     for (int b = 0; b < kSizeBuckets; ++b) {
@@ -237,13 +250,14 @@ std::string render_comm_json(const CommMonitor& m) {
       const double algbw = t > 0 ? bytes / t : 0;
       auto counts = c.latency.copy();
       out += std::string(first ? "" : ",") + "{\"op\":\"" + op_kind_name(static_cast<OpKind>(k)) + "\",\"algo\":\"" +
-             algo_name(static_cast<Algo>(c.algo.load())) + "\",\"size_le_bytes\":" +
-             std::to_string(size_bucket_bound(b)) + ",\"count\":" + std::to_string(n) + ",\"bytes\":" + num(bytes) +
-             ",\"time_s\":" + num(t) + ",\"errors\":" + std::to_string(c.errors.load()) + ",\"algbw_Bps\":" +
-             num(algbw) + ",\"busbw_Bps\":" + num(algbw * bus_factor(static_cast<OpKind>(k), s.size)) +
-             ",\"p50_s\":" + num(LatencyHistogram::quantile_ns(counts, 0.5) / 1e9) + ",\"p90_s\":" +
-             num(LatencyHistogram::quantile_ns(counts, 0.9) / 1e9) + ",\"p99_s\":" +
-             num(LatencyHistogram::quantile_ns(counts, 0.99) / 1e9) + "}";
+             algo_name(static_cast<Algo>(c.algo.load())) +
+             "\",\"size_le_bytes\":" + std::to_string(size_bucket_bound(b)) + ",\"count\":" + std::to_string(n) +
+             ",\"bytes\":" + num(bytes) + ",\"time_s\":" + num(t) + ",\"errors\":" + std::to_string(c.errors.load()) +
+             ",\"algbw_Bps\":" + num(algbw) +
+             ",\"busbw_Bps\":" + num(algbw * bus_factor(static_cast<OpKind>(k), s.size)) +
+             ",\"p50_s\":" + num(LatencyHistogram::quantile_ns(counts, 0.5) / 1e9) +
+             ",\"p90_s\":" + num(LatencyHistogram::quantile_ns(counts, 0.9) / 1e9) +
+             ",\"p99_s\":" + num(LatencyHistogram::quantile_ns(counts, 0.99) / 1e9) + "}";
       first = false;
     }
   out += "],\"peers\":[";
@@ -251,8 +265,9 @@ std::string render_comm_json(const CommMonitor& m) {
   for (int p = 0; p < m.links().size(); ++p) {
     const PeerLinks::Link& l = m.links().link(p);
     if (l.sent_bytes.load() == 0 && l.received_bytes.load() == 0) continue;
-    out += std::string(first ? "" : ",") + "{\"peer\":" + std::to_string(p) + ",\"sent_bytes\":" +
-           std::to_string(l.sent_bytes.load()) + ",\"received_bytes\":" + std::to_string(l.received_bytes.load()) +
+    out += std::string(first ? "" : ",") + "{\"peer\":" + std::to_string(p) +
+           ",\"sent_bytes\":" + std::to_string(l.sent_bytes.load()) +
+           ",\"received_bytes\":" + std::to_string(l.received_bytes.load()) +
            ",\"wait_s\":" + num(seconds(l.wait_ns.load())) + ",\"waits\":" + std::to_string(l.waits.load()) + "}";
     first = false;
   }
@@ -271,8 +286,8 @@ std::string render_comm_json(const CommMonitor& m) {
   OpFields cur;
   const bool busy = m.ring().running(&cur);
   const uint64_t now = now_ns();
-  out += ",\"running\":" + (busy ? record_json(cur) : std::string("null")) + ",\"running_for_s\":" +
-         num(busy && now > cur.start_ns ? seconds(now - cur.start_ns) : 0) + ",\"records\":[";
+  out += ",\"running\":" + (busy ? record_json(cur) : std::string("null")) +
+         ",\"running_for_s\":" + num(busy && now > cur.start_ns ? seconds(now - cur.start_ns) : 0) + ",\"records\":[";
   std::vector<OpFields> recs = m.ring().snapshot();
   const size_t from = recs.size() > kJsonRecords ? recs.size() - kJsonRecords : 0;
   for (size_t i = from; i < recs.size(); ++i) out += (i > from ? "," : "") + record_json(recs[i]);

@@ -25,7 +25,7 @@ inline constexpr std::array<uint64_t, 55> kLatencyBounds = make_latency_bounds()
 
 class LatencyHistogram {
  public:
-  static constexpr int kFinite = 55;           // buckets with an upper bound: 1 µs · 2^(k/2), k = 0..54
+  static constexpr int kFinite = 55;            // buckets with an upper bound: 1 µs · 2^(k/2), k = 0..54
   static constexpr int kBuckets = kFinite + 1;  // and one above the last bound
 
   // Upper bound of bucket k in nanoseconds (k < kFinite).
@@ -65,9 +65,9 @@ class LatencyHistogram {
       if (k == kFinite) return static_cast<double>(upper_ns(kFinite - 1));  // overflow: its lower bound
       const double hi = static_cast<double>(upper_ns(k));
       const double frac = std::clamp((target - below) / c, 0.0, 1.0);
-      if (k == 0) return hi * frac;                       // [0, 1 µs]: linear
+      if (k == 0) return hi * frac;  // [0, 1 µs]: linear
       const double lo = static_cast<double>(upper_ns(k - 1));
-      return lo * std::pow(hi / lo, frac);                // geometric inside the bucket
+      return lo * std::pow(hi / lo, frac);  // geometric inside the bucket
     }
     return static_cast<double>(upper_ns(kFinite - 1));
   }

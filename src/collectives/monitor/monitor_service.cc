@@ -20,7 +20,7 @@
 namespace zw::internal::monitor {
 namespace {
 
-constexpr int kTickMs = 50;              // the thread's poll period (straggler ticks, dump requests)
+constexpr int kTickMs = 50;  // the thread's poll period (straggler ticks, dump requests)
 constexpr auto kRequestTimeout = std::chrono::seconds(2);
 std::atomic<bool> g_dump_requested{false};
 
@@ -42,10 +42,14 @@ std::string expand_path(const std::string& pattern, int rank) {
       continue;
     }
     const char c = pattern[++i];
-    if (c == 'r') out += std::to_string(rank);
-    else if (c == 'p') out += std::to_string(getpid());
-    else if (c == 'h') out += net::hostname();
-    else out += std::string("%") + c;
+    if (c == 'r')
+      out += std::to_string(rank);
+    else if (c == 'p')
+      out += std::to_string(getpid());
+    else if (c == 'h')
+      out += net::hostname();
+    else
+      out += std::string("%") + c;
   }
   return out;
 }
@@ -85,9 +89,9 @@ void MonitorService::start_locked() {
   if (thread_.joinable()) return;
   open_endpoint();
   if (!knobs().metrics_dump.empty()) {
-    struct sigaction old{};
+    struct sigaction old {};
     if (sigaction(SIGUSR2, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
-      struct sigaction sa{};
+      struct sigaction sa {};
       sa.sa_handler = on_sigusr2;
       sigemptyset(&sa.sa_mask);
       sa.sa_flags = SA_RESTART;
@@ -149,8 +153,10 @@ std::string MonitorService::write_dump() {
   const std::string& pattern = knobs().metrics_dump;
   if (pattern.empty()) return "";
   int rank = 0;
-  if (auto ms = live(); !ms.empty()) rank = ms.front()->setup().rank;
-  else rank = static_cast<int>(std::max<int64_t>(knobs().rank, 0));
+  if (auto ms = live(); !ms.empty())
+    rank = ms.front()->setup().rank;
+  else
+    rank = static_cast<int>(std::max<int64_t>(knobs().rank, 0));
   const std::string path = expand_path(pattern, rank), tmp = path + ".tmp";
   const std::string body = json();
   FILE* f = std::fopen(tmp.c_str(), "w");
@@ -179,10 +185,14 @@ void MonitorService::serve_one(int fd) {
   std::string path;
   if (request.rfind("GET ", 0) == 0) path = request.substr(4, request.find(' ', 4) - 4);
   std::string reply;
-  if (path == "/metrics") reply = http_response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", prometheus());
-  else if (path == "/metrics.json") reply = http_response(200, "OK", "application/json", json());
-  else if (path.empty()) reply = http_response(400, "Bad Request", "text/plain", "only GET is served\n");
-  else reply = http_response(404, "Not Found", "text/plain", "try /metrics or /metrics.json\n");
+  if (path == "/metrics")
+    reply = http_response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", prometheus());
+  else if (path == "/metrics.json")
+    reply = http_response(200, "OK", "application/json", json());
+  else if (path.empty())
+    reply = http_response(400, "Bad Request", "text/plain", "only GET is served\n");
+  else
+    reply = http_response(404, "Not Found", "text/plain", "try /metrics or /metrics.json\n");
   (void)net::send_all(fd, reply.data(), reply.size(), Deadline::after(kRequestTimeout), "metrics client");
 }
 

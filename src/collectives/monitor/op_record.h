@@ -22,21 +22,21 @@ enum class OpState : uint8_t { kEmpty = 0, kRunning = 1, kDone = 2, kFailed = 3 
 
 // The numeric fields of one record, as a reader sees them after a consistent copy.
 struct OpFields {
-  uint64_t seq = 0;          // queue sequence number on this communicator (every operation, from 1)
-  uint64_t coll_index = 0;   // collectives run before this one (the same on every rank); p2p batches: not counted
-  uint64_t bytes = 0;        // bytes the operation moves in nccl-tests' terms (busbw = bytes/time x factor)
-  uint64_t count = 0;        // element count as passed by the caller
-  uint64_t enqueue_ns = 0;   // CLOCK_MONOTONIC when the caller issued it
-  uint64_t start_ns = 0;     // when it started running
-  uint64_t end_ns = 0;       // when it finished (0 while running)
-  uint8_t kind = 0;          // OpKind
-  uint8_t algo = 0;          // Algo
-  uint8_t dtype = 0;         // DataType
-  uint8_t redop = 0;         // ReduceOp
-  uint8_t state = 0;         // OpState
-  uint16_t status = 0;       // zw::Code of the result (0: ok)
-  uint8_t path = 0;          // PathKind
-  uint32_t root = 0;         // root rank of broadcast/reduce
+  uint64_t seq = 0;         // queue sequence number on this communicator (every operation, from 1)
+  uint64_t coll_index = 0;  // collectives run before this one (the same on every rank); p2p batches: not counted
+  uint64_t bytes = 0;       // bytes the operation moves in nccl-tests' terms (busbw = bytes/time x factor)
+  uint64_t count = 0;       // element count as passed by the caller
+  uint64_t enqueue_ns = 0;  // CLOCK_MONOTONIC when the caller issued it
+  uint64_t start_ns = 0;    // when it started running
+  uint64_t end_ns = 0;      // when it finished (0 while running)
+  uint8_t kind = 0;         // OpKind
+  uint8_t algo = 0;         // Algo
+  uint8_t dtype = 0;        // DataType
+  uint8_t redop = 0;        // ReduceOp
+  uint8_t state = 0;        // OpState
+  uint16_t status = 0;      // zw::Code of the result (0: ok)
+  uint8_t path = 0;         // PathKind
+  uint32_t root = 0;        // root rank of broadcast/reduce
 };
 
 // Which way the bytes went: the host transport, or a device-memory engine.

@@ -8,12 +8,15 @@ uint64_t op_bytes(const OpDesc& d, int n) {
   switch (d.kind) {
     case OpKind::kAllGather:
     case OpKind::kReduceScatter:
-    case OpKind::kAllToAll: return buffer * static_cast<uint64_t>(n);  // count is per rank
+    case OpKind::kAllToAll:
+      return buffer * static_cast<uint64_t>(n);  // count is per rank
     case OpKind::kAllReduce:
     case OpKind::kBroadcast:
-    case OpKind::kReduce: return buffer;
+    case OpKind::kReduce:
+      return buffer;
     case OpKind::kBarrier:
-    case OpKind::kSendRecv: return 0;  // a batch's count is its number of transfers
+    case OpKind::kSendRecv:
+      return 0;  // a batch's count is its number of transfers
   }
   return 0;
 }
@@ -24,12 +27,16 @@ double bus_factor(OpKind kind, int n) {
   switch (kind) {
     case OpKind::kAllGather:
     case OpKind::kReduceScatter:
-    case OpKind::kAllToAll: return share;
-    case OpKind::kAllReduce: return 2 * share;
+    case OpKind::kAllToAll:
+      return share;
+    case OpKind::kAllReduce:
+      return 2 * share;
     case OpKind::kBroadcast:
-    case OpKind::kReduce: return 1.0;
+    case OpKind::kReduce:
+      return 1.0;
     case OpKind::kBarrier:
-    case OpKind::kSendRecv: return 0.0;
+    case OpKind::kSendRecv:
+      return 0.0;
   }
   return 0.0;
 }

@@ -16,8 +16,8 @@
 
 namespace zw::internal::monitor {
 
-inline constexpr int kNumKinds = 8;        // OpKind values
-inline constexpr int kSizeBuckets = 41;    // bucket b holds sizes in (2^(b-1), 2^b]; bucket 0 holds 0 and 1
+inline constexpr int kNumKinds = 8;      // OpKind values
+inline constexpr int kSizeBuckets = 41;  // bucket b holds sizes in (2^(b-1), 2^b]; bucket 0 holds 0 and 1
 
 // The size bucket of an operation moving `bytes`.
 inline int size_bucket(uint64_t bytes) {
@@ -36,12 +36,12 @@ double bus_factor(OpKind kind, int world_size);
 
 // One cell: operations of one kind in one size bucket.
 struct StatCell {
-  std::atomic<uint64_t> count{0};     // operations finished
-  std::atomic<uint64_t> bytes{0};     // their bytes (op_bytes)
-  std::atomic<uint64_t> time_ns{0};   // their run time (start to end)
-  std::atomic<uint64_t> errors{0};    // of them, failed
-  std::atomic<uint8_t> algo{0};       // algorithm of the last one
-  LatencyHistogram latency;           // run times
+  std::atomic<uint64_t> count{0};    // operations finished
+  std::atomic<uint64_t> bytes{0};    // their bytes (op_bytes)
+  std::atomic<uint64_t> time_ns{0};  // their run time (start to end)
+  std::atomic<uint64_t> errors{0};   // of them, failed
+  std::atomic<uint8_t> algo{0};      // algorithm of the last one
+  LatencyHistogram latency;          // run times
 };
 
 class OpStats {

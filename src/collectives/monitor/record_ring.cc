@@ -65,14 +65,14 @@ Result<std::unique_ptr<RecordRing>> RecordRing::create(size_t capacity, const Ri
       std::string why = std::strerror(errno);
       if (fd >= 0) close(fd);
       return Status(Code::kSystem, "rank " + std::to_string(who.rank) + ": cannot create the flight-recorder file " +
-                                        file + ": " + why + " (check ZW_FLIGHT_DIR exists and is writable)");
+                                       file + ": " + why + " (check ZW_FLIGHT_DIR exists and is writable)");
     }
     p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     std::string why = p == MAP_FAILED ? std::strerror(errno) : "";
     close(fd);
     if (p == MAP_FAILED)
-      return Status(Code::kSystem, "rank " + std::to_string(who.rank) + ": cannot map the flight-recorder file " +
-                                        file + ": " + why);
+      return Status(Code::kSystem,
+                    "rank " + std::to_string(who.rank) + ": cannot map the flight-recorder file " + file + ": " + why);
     ring->file_ = file;
   }
   std::memset(p, 0, sizeof(RingHeader));  // a fresh file or anonymous memory is zero already past the header

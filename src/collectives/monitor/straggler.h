@@ -21,16 +21,15 @@
 namespace zw::internal::monitor {
 
 struct StragglerVerdict {
-  uint64_t window = 0;               // window index (collectives [window·W, (window+1)·W))
-  uint64_t ops = 0;                  // operations judged
-  int named = -1;                    // the rank named, or -1
-  std::vector<double> last_share;    // [rank] share of the window's operations this rank arrived last at
+  uint64_t window = 0;                 // window index (collectives [window·W, (window+1)·W))
+  uint64_t ops = 0;                    // operations judged
+  int named = -1;                      // the rank named, or -1
+  std::vector<double> last_share;      // [rank] share of the window's operations this rank arrived last at
   std::vector<double> median_late_ns;  // [rank] median lateness when it was last (0 if never)
 };
 
 // Judges one window: durations_us[rank][i] is rank's run time of the window's i-th collective, in µs.
-StragglerVerdict judge_window(const std::vector<std::vector<uint32_t>>& durations_us, double share,
-                              double min_late_ns);
+StragglerVerdict judge_window(const std::vector<std::vector<uint32_t>>& durations_us, double share, double min_late_ns);
 
 // The store value of one rank's window (little-endian uint32 per operation), and back; false on a malformed value.
 std::string encode_durations(const uint32_t* us, size_t n);

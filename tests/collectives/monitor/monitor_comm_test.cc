@@ -62,16 +62,23 @@ TEST(MonitorComm, OperationsAreCountedPerOpAndSizeWithBusBandwidth) {
   for (int r = 0; r < 2; ++r) {
     const std::string rank = "rank=\"" + std::to_string(r) + "\"";
     EXPECT_EQ(sample_value(t, "zerowire_operations_total",
-                           {"comm=\"mon-count\"", rank, "op=\"all_gather\"", "size_le_bytes=\"8192\""}), 10) << t;
+                           {"comm=\"mon-count\"", rank, "op=\"all_gather\"", "size_le_bytes=\"8192\""}),
+              10)
+        << t;
     EXPECT_EQ(sample_value(t, "zerowire_operation_bytes_total",
-                           {"comm=\"mon-count\"", rank, "op=\"all_gather\"", "size_le_bytes=\"8192\""}), 81920);
+                           {"comm=\"mon-count\"", rank, "op=\"all_gather\"", "size_le_bytes=\"8192\""}),
+              81920);
     EXPECT_EQ(sample_value(t, "zerowire_operations_total",
-                           {"comm=\"mon-count\"", rank, "op=\"all_reduce\"", "size_le_bytes=\"512\""}), 3);
-    EXPECT_EQ(sample_value(t, "zerowire_operation_duration_seconds_count",
-                           {"comm=\"mon-count\"", rank, "op=\"all_reduce\""}), 3);
+                           {"comm=\"mon-count\"", rank, "op=\"all_reduce\"", "size_le_bytes=\"512\""}),
+              3);
+    EXPECT_EQ(
+        sample_value(t, "zerowire_operation_duration_seconds_count", {"comm=\"mon-count\"", rank, "op=\"all_reduce\""}),
+        3);
     EXPECT_EQ(sample_value(t, "zerowire_operation_errors_total", {"comm=\"mon-count\"", rank, "op=\"all_gather\""}), 0);
-    const double alg = sample_value(t, "zerowire_algbw_bytes_per_second", {"comm=\"mon-count\"", rank, "op=\"all_gather\""});
-    const double bus = sample_value(t, "zerowire_busbw_bytes_per_second", {"comm=\"mon-count\"", rank, "op=\"all_gather\""});
+    const double alg =
+        sample_value(t, "zerowire_algbw_bytes_per_second", {"comm=\"mon-count\"", rank, "op=\"all_gather\""});
+    const double bus =
+        sample_value(t, "zerowire_busbw_bytes_per_second", {"comm=\"mon-count\"", rank, "op=\"all_gather\""});
     EXPECT_GT(alg, 0);
     EXPECT_NEAR(bus, alg * 0.5, alg * 1e-6);  // all_gather over 2 ranks: (n-1)/n
     // Rank 0 took the text between the barriers: nothing of its own in flight (rank 1 may have issued the next).
@@ -88,7 +95,8 @@ TEST(MonitorComm, OperationsAreCountedPerOpAndSizeWithBusBandwidth) {
     EXPECT_GE(got, 10 * 4096);
     EXPECT_LT(got, 10 * 4096 + 4096);
     EXPECT_EQ(sample_value(t, "zerowire_peer_sent_bytes_total",
-                           {"comm=\"mon-count\"", rank, "peer=\"" + std::to_string(r) + "\""}), -1);
+                           {"comm=\"mon-count\"", rank, "peer=\"" + std::to_string(r) + "\""}),
+              -1);
   }
   EXPECT_NE(jsons[0].find("\"peers\":[{\"peer\":"), std::string::npos);
   EXPECT_NE(jsons[0].find("\"comm\":\"mon-count\""), std::string::npos);
@@ -104,8 +112,9 @@ TEST(MonitorComm, AFailedOperationIsRecordedAsFailedWithItsCode) {
   test::run_ranks(2, config, [&](int r, Communicator& c) {
     std::vector<float> in(16, 1.0f), out(32);
     // Rank 1 issues an all_reduce, rank 0 an all_gather: a desync, each names the other.
-    auto w = r == 0 ? all_gather(c, {MemRef::host(in.data(), 64), MemRef::host(out.data(), 128), 16, DataType::kFloat32})
-                    : all_reduce(c, {MemRef::host(in.data(), 64), MemRef::host(out.data(), 64), 16, DataType::kFloat32});
+    auto w = r == 0
+                 ? all_gather(c, {MemRef::host(in.data(), 64), MemRef::host(out.data(), 128), 16, DataType::kFloat32})
+                 : all_reduce(c, {MemRef::host(in.data(), 64), MemRef::host(out.data(), 64), 16, DataType::kFloat32});
     ASSERT_TRUE(w.ok());
     EXPECT_FALSE(w->wait().ok());
     if (r == 0) {
@@ -113,7 +122,9 @@ TEST(MonitorComm, AFailedOperationIsRecordedAsFailedWithItsCode) {
       json = MonitorService::instance().json();
     }
   });
-  EXPECT_EQ(sample_value(text, "zerowire_operation_errors_total", {"comm=\"mon-fail\"", "rank=\"0\"", "op=\"all_gather\""}), 1)
+  EXPECT_EQ(
+      sample_value(text, "zerowire_operation_errors_total", {"comm=\"mon-fail\"", "rank=\"0\"", "op=\"all_gather\""}),
+      1)
       << text;
   EXPECT_NE(json.find("\"state\":\"failed\""), std::string::npos) << json;
 }

@@ -4,8 +4,8 @@
 //                    [--hold-file PATH] [--die-rank R --die-at I --die stop|kill]
 // --delay-rank sleeps MS before each operation on rank R (a straggler); --hold-file keeps the communicator alive
 // after the operations until PATH exists (so a test can scrape the endpoint); --die-rank raises SIGSTOP or SIGKILL
-// on rank R before operation I, 300 ms after finishing the one before (the flight-recorder tests). Exit codes: 0 done, 3 an operation failed (its error
-// on stderr), 5 set-up failed or bad arguments.
+// on rank R before operation I, 300 ms after finishing the one before (the flight-recorder tests). Exit codes: 0 done,
+// 3 an operation failed (its error on stderr), 5 set-up failed or bad arguments.
 #include <unistd.h>
 
 #include <chrono>
@@ -36,16 +36,26 @@ bool parse(int argc, char** argv, Args* a) {
     std::string k = argv[i];
     if (i + 1 >= argc) return false;
     std::string v = argv[++i];
-    if (k == "--ops") a->ops = std::atoi(v.c_str());
-    else if (k == "--op") a->op = v;
-    else if (k == "--bytes") a->bytes = std::strtoull(v.c_str(), nullptr, 10);
-    else if (k == "--delay-rank") a->delay_rank = std::atoi(v.c_str());
-    else if (k == "--delay-ms") a->delay_ms = std::atoi(v.c_str());
-    else if (k == "--hold-file") a->hold_file = v;
-    else if (k == "--die-rank") a->die_rank = std::atoi(v.c_str());
-    else if (k == "--die-at") a->die_at = std::atoi(v.c_str());
-    else if (k == "--die") a->die_signal = v == "stop" ? SIGSTOP : SIGKILL;
-    else return false;
+    if (k == "--ops")
+      a->ops = std::atoi(v.c_str());
+    else if (k == "--op")
+      a->op = v;
+    else if (k == "--bytes")
+      a->bytes = std::strtoull(v.c_str(), nullptr, 10);
+    else if (k == "--delay-rank")
+      a->delay_rank = std::atoi(v.c_str());
+    else if (k == "--delay-ms")
+      a->delay_ms = std::atoi(v.c_str());
+    else if (k == "--hold-file")
+      a->hold_file = v;
+    else if (k == "--die-rank")
+      a->die_rank = std::atoi(v.c_str());
+    else if (k == "--die-at")
+      a->die_at = std::atoi(v.c_str());
+    else if (k == "--die")
+      a->die_signal = v == "stop" ? SIGSTOP : SIGKILL;
+    else
+      return false;
   }
   return a->op == "all_gather" || a->op == "all_reduce";
 }
