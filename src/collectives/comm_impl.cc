@@ -418,6 +418,7 @@ Status CommImpl::execute(Pending& op, const Status& failed, bool by_waiter) {
     failed_ = s;
   }
   rendezvous_->broadcast_abort(s);
+  rendezvous_->drain_after_failure();  // the caller may free the buffers once this returns
   return s;
 }
 

@@ -83,6 +83,7 @@ Status Rendezvous::dispatch(int peer, const transport::Message& msg) {
   if (payload.empty()) return Status(Code::kProtocolError, "empty control message from " + describe(peer));
   switch (static_cast<uint8_t>(payload[0])) {
     case kCtrlAbort: {
+      state_[peer].aborted = true;
       std::string reason(reinterpret_cast<const char*>(payload.data()) + 1, payload.size() - 1);
       return Status(Code::kAborted, describe(peer) + " aborted the communicator: " + reason);
     }

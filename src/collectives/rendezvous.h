@@ -112,6 +112,9 @@ class Rendezvous {
 
   // Best effort: tells every peer that this communicator failed, with the reason.
   void broadcast_abort(const Status& reason);
+  // After this rank failed and told its peers: waits (briefly) until no peer can still write into the failed
+  // operation's buffers (drain.cc).
+  void drain_after_failure();
   // Best effort: tells every peer that this rank refused its call of the current operation (refusal.h).
   void broadcast_refusal(const std::string& why);
 
@@ -159,6 +162,7 @@ class Rendezvous {
     uint64_t p2p_sent = 0;            // point-to-point transfers to this peer so far
     uint64_t p2p_received = 0;        // point-to-point transfers from this peer so far
     std::vector<std::pair<uint64_t, std::string>> refusals;  // operations ahead that the peer refused, and why
+    bool aborted = false;             // the peer sent ABORT: it sends nothing more (drain.cc)
     uint64_t seen_seq = 0;            // the last collective this peer's messages belonged to (blame.cc)
     OpDesc seen_desc;
   };
