@@ -30,6 +30,7 @@
 #include "zero/engine/engine_params.h"
 #include "zw_train/sample.h"
 #include "zw_train/strategy.h"
+#include "zerowire/metrics.h"
 
 namespace zw::train {
 namespace {
@@ -179,8 +180,15 @@ Status ZeroStrategy::write_timeline(bool quiet) {
   if (tl == nullptr) return Status();
   const std::string path = c_.timeline + ".rank" + std::to_string(comm_.rank()) + ".json";
   ZW_TRY(tl->write_chrome_json(path));
+  const zero::OverlapFigures f = zero::overlap(tl->spans());
+  const std::string rank = std::to_string(comm_.rank());
+  const char* help = "fraction of the ZeRO-3 collectives' time in flight hidden behind compute (zw_train --timeline, "
+                     "the whole run), by kind";
+  metrics::set_gauge("zerowire_zero3_hidden_ratio", help, {{"rank", rank}, {"kind", "all_gather"}},
+                     f.all_gather.fraction);
+  metrics::set_gauge("zerowire_zero3_hidden_ratio", help, {{"rank", rank}, {"kind", "reduce_scatter"}},
+                     f.reduce_scatter.fraction);
   if (comm_.rank() == 0) {
-    const zero::OverlapFigures f = zero::overlap(tl->spans());
     std::printf(
         "zw_train: timeline -> %s (rank 0): all-gathers %lld, %.3f s in flight, %.1f%% hidden behind compute; "
         "reduce-scatters %lld, %.3f s in flight, %.1f%% hidden; compute %.3f s; blocked on communication %.3f s "

@@ -16,12 +16,25 @@
 #include "zw_train/metrics.h"
 #include "zw_train/optim.h"
 #include "zw_train/strategy.h"
+#include "zerowire/metrics.h"
 
 namespace zw::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The step's figures as gauges of the monitoring endpoint and dump (zerowire/metrics.h), on every rank.
+void publish_step(const StepRecord& r, int rank, double tokens) {
+  const std::vector<metrics::Label> l{{"rank", std::to_string(rank)}};
+  metrics::set_gauge("zerowire_train_steps_total", "optimizer steps of zw_train done", l, double(r.step));
+  metrics::set_gauge("zerowire_train_tokens_per_second", "tokens per second of the last step (all ranks)", l,
+                     r.tokens_per_s);
+  metrics::set_gauge("zerowire_train_step_seconds", "wall time of the last step", l,
+                     r.tokens_per_s > 0 ? tokens / r.tokens_per_s : 0);
+  metrics::set_gauge("zerowire_train_loss", "training loss of the last step (mean over ranks)", l, r.loss);
+  if (r.mfu > 0) metrics::set_gauge("zerowire_train_mfu_ratio", "model FLOPs utilisation of the last step", l, r.mfu / 100);
+}
 
 class Trainer {
  public:
@@ -225,6 +238,7 @@ Result<TrainReport> Trainer::run() {
     rates.push_back(r.tokens_per_s);
     mfus.push_back(r.mfu);
     if (leader()) metrics_.step(r);
+    publish_step(r, strategy_->rank(), double(inputs_.size()));
     const double per_step = seconds_since(start_) / double(step + 1 - first_step_);
     if (leader() && !c_.quiet && (r.step % c_.log_every == 0 || r.step == end))
       std::printf("%s\n", progress_line(r, c_.steps, per_step * double(c_.steps - r.step)).c_str());

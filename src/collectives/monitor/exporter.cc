@@ -294,11 +294,14 @@ std::string render_comm_json(const CommMonitor& m) {
   return out + "]}";
 }
 
-std::string render_process_json(const std::vector<std::string>& parts) {
+std::string render_process_json(const std::vector<std::string>& parts, const std::string& gauges_json) {
   std::string out = "{\"host\":\"" + escape(net::hostname()) + "\",\"pid\":" + std::to_string(getpid()) +
                     ",\"time_unix_s\":" + num(static_cast<double>(std::time(nullptr))) + ",\"communicators\":[";
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? "," : "") + parts[i];
-  return out + "]}\n";
+  return out + "],\"gauges\":" + gauges_json + "}\n";
 }
+
+std::string escape_text(const std::string& s) { return escape(s); }
+std::string format_number(double v) { return num(v); }
 
 }  // namespace zw::internal::monitor

@@ -19,8 +19,11 @@ std::string render_prometheus(const std::vector<std::shared_ptr<CommMonitor>>& m
 // One communicator as a JSON object: identity, aggregates, straggler verdict, the running operation and the last
 // records.
 std::string render_comm_json(const CommMonitor& m);
-// {"host", "pid", "time_unix_s", "communicators": [parts...]}.
-std::string render_process_json(const std::vector<std::string>& comm_objects);
+// {"host", "pid", "time_unix_s", "communicators": [parts...], "gauges": gauges_json} (gauges.h; "[]": none).
+std::string render_process_json(const std::vector<std::string>& comm_objects, const std::string& gauges_json = "[]");
+// The renderings' own escaping (label values and JSON strings alike) and number format, for gauges.cc.
+std::string escape_text(const std::string& s);
+std::string format_number(double v);
 // One record as a JSON object.
 std::string record_json(const OpFields& f);
 

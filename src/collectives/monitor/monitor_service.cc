@@ -13,6 +13,7 @@
 
 #include "collectives/monitor/comm_monitor.h"
 #include "collectives/monitor/exporter.h"
+#include "collectives/monitor/gauges.h"
 #include "common/knobs.h"
 #include "common/log.h"
 #include "common/socket.h"
@@ -137,7 +138,7 @@ void MonitorService::retire(const CommMonitor* m) {
   if (keep) write_dump();
 }
 
-std::string MonitorService::prometheus() { return render_prometheus(live()); }
+std::string MonitorService::prometheus() { return render_prometheus(live()) + render_gauges_prometheus(); }
 
 std::string MonitorService::json() {
   std::vector<std::string> parts;
@@ -146,7 +147,7 @@ std::string MonitorService::json() {
     std::lock_guard<std::mutex> lock(mutex_);
     parts.insert(parts.begin(), retired_json_.begin(), retired_json_.end());
   }
-  return render_process_json(parts);
+  return render_process_json(parts, render_gauges_json());
 }
 
 std::string MonitorService::write_dump() {

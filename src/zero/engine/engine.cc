@@ -293,7 +293,12 @@ Result<StepResult> Engine::step(double lr) {
     return Status(Code::kInvalidArgument, "zero engine: step() after " + std::to_string(micro_) + " of " +
                                               std::to_string(gas_) + " micro steps; run all of them first");
   micro_ = 0;
-  if (device_) return step_device(lr);
+  Result<StepResult> r = device_ ? step_device(lr) : step_host(lr);
+  if (r.ok()) publish_metrics();
+  return r;
+}
+
+Result<StepResult> Engine::step_host(double lr) {
   StepResult r;
   r.loss_scale = step_loss_scale_;
   const size_t n = size_t(pm_.total_shard_numel());

@@ -172,6 +172,9 @@ class Engine {
   Status upload_master(const float* host);  // host f32 shard → the master (device: copy up; host: memcpy)
   Status refresh_model16_device();
   Result<StepResult> step_device(double lr);
+  Result<StepResult> step_host(double lr);
+  // The engine's figures as gauges of the monitoring endpoint (zerowire/metrics.h; engine_metrics.cc), per step.
+  void publish_metrics() const;
   Status resolve_device_spans();  // the timeline's device marks into times (no-op without device spans)
   Status gather_unit_device(int unit, float* out);
   Status device_state_to_host(std::vector<float>* master, std::vector<float>* m, std::vector<float>* v);

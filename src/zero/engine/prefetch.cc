@@ -274,6 +274,9 @@ Status PrefetchScheduler::issue(int unit, bool prefetch) {
     if (slot < 0) return Status(Code::kInternal, "prefetch: no free gather buffer for unit " + pm_.unit(unit).name);
     st.slot = slot;
     slots_[slot].unit = unit;
+    int in_use = 0;
+    for (int i = 0; i < shared_slots_; ++i) in_use += slots_[i].unit >= 0 ? 1 : 0;
+    stats_.peak_in_use = std::max(stats_.peak_in_use, in_use);
   }
   const int64_t S = pm_.shard_numel(unit);
   const size_t g = dtype_size(options_.gather_dtype);

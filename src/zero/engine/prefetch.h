@@ -77,6 +77,7 @@ struct PrefetchStats {
   int64_t persistent_gathers = 0;  // gathers of persistent units
   int64_t evicted = 0;             // prefetched units dropped before use to make room
   int64_t kept_for_reuse = 0;      // releases that kept the unit gathered for a use within max_reuse_distance
+  int peak_in_use = 0;             // most shared gather buffers occupied at once (of pool_buffers())
   double wait_s = 0;               // time acquire spent waiting for gathers
 };
 

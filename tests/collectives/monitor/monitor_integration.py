@@ -125,6 +125,10 @@ def endpoint(py, zwrun, probe):
                 fail(f"rank {r}: percentiles out of order: {q}")
             if families["zerowire_operations_in_flight"].samples[0].value != 0:
                 fail(f"rank {r}: operations in flight after the job's last wait")
+            probe = families.get("zerowire_probe_operations_done")  # a zw::metrics::set_gauge gauge
+            if probe is None or probe.type != "gauge" or [(s.labels, s.value) for s in probe.samples] != \
+                    [({"rank": str(r)}, ops)]:
+                fail(f"rank {r}: the probe's gauge zerowire_probe_operations_done: {probe}")
         with open(hold, "w"):
             pass
         out, _ = job.communicate(timeout=120)

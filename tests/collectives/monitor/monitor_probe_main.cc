@@ -5,7 +5,8 @@
 // --delay-rank sleeps MS before each operation on rank R (a straggler); --hold-file keeps the communicator alive
 // after the operations until PATH exists (so a test can scrape the endpoint); --die-rank raises SIGSTOP or SIGKILL
 // on rank R before operation I, 300 ms after finishing the one before (the flight-recorder tests). Exit codes: 0 done,
-// 3 an operation failed (its error on stderr), 5 set-up failed or bad arguments.
+// 3 an operation failed (its error on stderr), 5 set-up failed or bad arguments. After its operations it sets the
+// gauge zerowire_probe_operations_done{rank} to N (zerowire/metrics.h).
 #include <unistd.h>
 
 #include <chrono>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "zerowire/communicator.h"
+#include "zerowire/metrics.h"
 
 namespace {
 
@@ -93,6 +95,9 @@ int main(int argc, char** argv) {
       return 3;
     }
   }
+  // A gauge published through zerowire/metrics.h, as the ZeRO-3 engine and zw_train do (the endpoint test reads it).
+  zw::metrics::set_gauge("zerowire_probe_operations_done", "operations this probe finished", {{"rank", std::to_string(c.rank())}},
+                         double(a.ops));
   if (!a.hold_file.empty()) {
     std::printf("holding until %s exists\n", a.hold_file.c_str());
     std::fflush(stdout);

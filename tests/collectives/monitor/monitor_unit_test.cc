@@ -11,10 +11,12 @@
 #include <random>
 #include <thread>
 
+#include "collectives/monitor/gauges.h"
 #include "collectives/monitor/histogram.h"
 #include "collectives/monitor/op_stats.h"
 #include "collectives/monitor/record_ring.h"
 #include "collectives/monitor/straggler.h"
+#include "zerowire/metrics.h"
 
 namespace zw::internal::monitor {
 namespace {
@@ -228,6 +230,34 @@ TEST(Straggler, DurationsRoundTripThroughTheStoreEncoding) {
   ASSERT_TRUE(decode_durations(encode_durations(d.data(), d.size()), d.size(), &back));
   EXPECT_EQ(back, d);
   EXPECT_FALSE(decode_durations("abc", 1, &back));
+}
+
+// zerowire/metrics.h: a gauge is set, updated in place for the same labels, added for new ones, refused for a bad
+// name, and rendered as one Prometheus family (HELP and TYPE once, samples in order) and as JSON objects.
+TEST(Gauges, SetUpdateRefuseAndRender) {
+  using metrics::set_gauge;
+  EXPECT_TRUE(set_gauge("zerowire_test_step_seconds", "a test gauge", {{"rank", "0"}}, 1.5));
+  EXPECT_TRUE(set_gauge("zerowire_test_step_seconds", "ignored: the first help stays", {{"rank", "1"}}, 2));
+  EXPECT_TRUE(set_gauge("zerowire_test_step_seconds", "", {{"rank", "0"}}, 0.25));  // rank 0 updated in place
+  EXPECT_TRUE(set_gauge("zerowire_test_plain", "no labels", {}, 7));
+  EXPECT_TRUE(set_gauge("zerowire_test_quoted", "escaped value", {{"kind", "a\"b\\c"}}, 1));
+  EXPECT_FALSE(set_gauge("2bad", "a name must not start with a digit", {}, 1));
+  EXPECT_FALSE(set_gauge("zerowire_test_bad_label", "", {{"bad-label", "x"}}, 1));
+  const std::string text = render_gauges_prometheus();
+  EXPECT_NE(text.find("# HELP zerowire_test_step_seconds a test gauge\n# TYPE zerowire_test_step_seconds gauge\n"
+                      "zerowire_test_step_seconds{rank=\"0\"} 0.25\nzerowire_test_step_seconds{rank=\"1\"} 2\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("zerowire_test_plain 7\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("zerowire_test_quoted{kind=\"a\\\"b\\\\c\"} 1\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("2bad"), std::string::npos) << text;
+  EXPECT_EQ(text.find("bad_label"), std::string::npos) << text;
+  EXPECT_EQ(text.find("ignored"), std::string::npos) << text;
+  const std::string json = render_gauges_json();
+  EXPECT_NE(json.find("{\"name\":\"zerowire_test_step_seconds\",\"labels\":{\"rank\":\"1\"},\"value\":2}"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("{\"name\":\"zerowire_test_plain\",\"labels\":{},\"value\":7}"), std::string::npos) << json;
 }
 
 }  // namespace
