@@ -17,8 +17,8 @@ double bench_loop(const c10::intrusive_ptr<c10d::Backend>& backend, const std::s
                     ", not zerowire (pass group._get_backend(torch.device('cpu')) of a zerowire group)");
   for (const at::Tensor* t : {&output, &input}) {
     check_tensor("_bench_loop", "tensor", *t);
-    TORCH_CHECK_VALUE(t->is_cpu() && t->scalar_type() == at::kFloat, "zerowire _bench_loop: takes float32 CPU "
-                      "tensors, got ", t->scalar_type(), " on ", t->device());
+    TORCH_CHECK_VALUE(t->is_cpu() && t->scalar_type() == at::kFloat,
+                      "zerowire _bench_loop: takes float32 CPU tensors, got ", t->scalar_type(), " on ", t->device());
   }
   using Fn = zw::Result<zw::Work> (*)(zw::Communicator&, const zw::CollectiveOptions&);
   zw::CollectiveOptions o;
