@@ -5,6 +5,7 @@
 # time.
 #   bench/torch/run.sh [BUILD_DIR]      (default build; needs the targets zwrun and zw_*_perf, and python/site from
 #                                        the torch_pip_install test or `pip install --target BUILD_DIR/python/site`)
+#   TORCH_THP=1 also times zerowire and Gloo from 1 MiB with THP_MEM_ALLOC_ENABLE=1 (torch_thpenv_n{2,4}.json).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=$(realpath "${1:-build}")
@@ -20,4 +21,10 @@ for n in 2 4; do
   done
 done
 "$py" bench/torch/overhead.py "$out"
+if [ "${TORCH_THP:-0}" = 1 ]; then  # torch's own huge-page switch for its allocations of >= 2 MiB, tensors as before
+  for n in 2 4; do
+    THP_MEM_ALLOC_ENABLE=1 "$py" bench/torch/bench_collectives.py --world "$n" --min 1M --variants \
+      --json "$out/torch_thpenv_n$n.json"
+  done
+fi
 for n in 2 4; do "$py" bench/torch/bench_fsdp.py --world "$n"; done
