@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tests/collectives/rank_spawn.h"
+#include "tests/fault/campaign_report.h"
 #include "zerowire/store.h"
 
 namespace zw::fault {
@@ -130,11 +131,7 @@ TEST(CheckpointKillCampaign, DISABLED_Campaign) {
                 "checkpoint kill: %d saves killed (2-4 ranks, one rank or all, uniformly in the first %.2f s), "
                 "%d loaded intact, %d refused (no DONE), %d wrong or crashed",
                 trials, 1.2 * save_s, t.intact, t.refused, t.bad);
-  std::printf("campaign: %s\n", line);
-  if (const char* report = std::getenv("ZW_FAULT_REPORT")) {
-    FILE* f = std::fopen(report, "a");
-    if (f) std::fprintf(f, "%s\n", line), std::fclose(f);
-  }
+  report_campaign(line);
 }
 
 }  // namespace

@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <random>
 #include <regex>
 #include <string>
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "tests/collectives/rank_spawn.h"
+#include "tests/fault/campaign_report.h"
 #include "zerowire/store.h"
 
 namespace zw::fault {
@@ -200,8 +200,7 @@ TEST(KillStopCampaign, DISABLED_Campaign) {
       char line[256];
       std::snprintf(line, sizeof line, "%s %s: %d trials (worlds 2-8), %d named wrongly or late, longest %.2f s",
                     sig == SIGKILL ? "SIGKILL" : "SIGSTOP", tr, trials, failures, longest);
-      std::printf("campaign: %s\n", line);
-      if (const char* report = std::getenv("ZW_FAULT_REPORT")) std::ofstream(report, std::ios::app) << line << "\n";
+      report_campaign(line);
     }
   }
 }

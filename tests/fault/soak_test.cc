@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/fault/campaign_report.h"
 #include "tests/fault/fault_harness.h"
 
 namespace zw::fault {
@@ -244,11 +245,7 @@ TEST(SoakCampaign, DISABLED_Campaign) {
   char line[200];
   std::snprintf(line, sizeof line, "soak: %d rounds x 20 random collectives (worlds 2-5, shm and tcp), %d failed",
                 trials, failures);
-  std::printf("campaign: %s\n", line);
-  if (const char* report = std::getenv("ZW_FAULT_REPORT")) {
-    FILE* f = std::fopen(report, "a");
-    if (f) std::fprintf(f, "%s\n", line), std::fclose(f);
-  }
+  report_campaign(line);
 }
 
 }  // namespace
