@@ -2,7 +2,6 @@
 #include "collectives/comm_impl.h"
 
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,6 +10,7 @@
 
 #include "collectives/monitor/comm_monitor.h"
 #include "collectives/comm_agree.h"
+#include "collectives/peer_record.h"
 #include "common/knobs.h"
 #include "common/log.h"
 #include "common/socket.h"
@@ -43,72 +43,6 @@ bool poll_briefly(const F& ready) {
     std::this_thread::yield();
   } while (std::chrono::steady_clock::now() < until);
   return ready();
-}
-
-std::string random_hex(size_t bytes) {
-  std::vector<unsigned char> raw(bytes);
-  size_t got = 0;
-  while (got < bytes) {
-    ssize_t n = getrandom(raw.data() + got, bytes - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-  }
-  std::string out;
-  char hex[3];
-  for (unsigned char c : raw) {
-    std::snprintf(hex, sizeof hex, "%02x", c);
-    out += hex;
-  }
-  return out;
-}
-
-struct PeerRecord {
-  std::string address;
-  PeerInfo info;
-  int world_size = 0;
-  std::vector<std::byte> inbox_key;  // remote key of the peer's eager inbox (empty: eager off)
-};
-
-std::string to_hex(const std::vector<std::byte>& bytes) {
-  std::string out;
-  char hex[3];
-  for (std::byte b : bytes) {
-    std::snprintf(hex, sizeof hex, "%02x", static_cast<unsigned>(b));
-    out += hex;
-  }
-  return out;
-}
-
-std::vector<std::byte> from_hex(const std::string& text) {
-  std::vector<std::byte> out;
-  for (size_t i = 0; i + 1 < text.size(); i += 2)
-    out.push_back(static_cast<std::byte>(std::stoul(text.substr(i, 2), nullptr, 16)));
-  return out;
-}
-
-// One line each: transport address, host, pid, world size, eager inbox key (hex).
-std::string encode_record(const std::string& address, int world_size, const std::vector<std::byte>& inbox_key) {
-  return address + "\n" + rank_host_name() + "\n" + std::to_string(getpid()) + "\n" + std::to_string(world_size) +
-         "\n" + to_hex(inbox_key);
-}
-
-Result<PeerRecord> decode_record(const std::string& text, int peer) {
-  std::vector<std::string> lines;
-  for (size_t at = 0;;) {
-    size_t nl = text.find('\n', at);
-    lines.push_back(text.substr(at, nl == std::string::npos ? std::string::npos : nl - at));
-    if (nl == std::string::npos) break;
-    at = nl + 1;
-  }
-  if (lines.size() != 5)
-    return Status(Code::kProtocolError, "malformed address record of rank " + std::to_string(peer) +
-                                            " in the store (is it running the same zerowire version?)");
-  PeerRecord r;
-  r.address = lines[0];
-  r.info.host = lines[1];
-  r.info.pid = std::atoi(lines[2].c_str());
-  r.world_size = std::atoi(lines[3].c_str());
-  r.inbox_key = from_hex(lines[4]);
-  return r;
 }
 
 }  // namespace
@@ -171,7 +105,7 @@ Status CommImpl::connect(Store& store) {
   ZW_ASSIGN_OR_RETURN(transport_, transport::create_transport(settings_.transport, topts));
   ZW_ASSIGN_OR_RETURN(std::string address, transport_->listen());
   ZW_TRY(create_inbox());
-  ZW_TRY(store.set("peer/" + std::to_string(rank_), encode_record(address, size_, inbox_key_)));
+  ZW_TRY(store.set("peer/" + std::to_string(rank_), encode_peer_record(address, size_, inbox_key_)));
   std::vector<std::vector<std::byte>> inbox_keys(size_);
 
   peers_.resize(size_);
@@ -184,7 +118,7 @@ Status CommImpl::connect(Store& store) {
     if (!text.ok())
       return text.status().with_context("rank " + std::to_string(p) + " never published its address (is it running, "
                                         "with the same world size and communicator name?)");
-    ZW_ASSIGN_OR_RETURN(PeerRecord rec, decode_record(text.value(), p));
+    ZW_ASSIGN_OR_RETURN(PeerRecord rec, decode_peer_record(text.value(), p));
     if (rec.world_size != size_)
       return Status(Code::kInvalidArgument, "rank " + std::to_string(p) + " created the communicator with world size " +
                                                 std::to_string(rec.world_size) + " but rank " +
