@@ -48,13 +48,17 @@
 #              60 s, the seed's offloaded ZeRO-3 configuration against the same without offload at 4 accumulation
 #              steps (train_zero3.txt; with DS_WHEELS, DeepSpeed too, see bench/train/gpu.sh). On one GPU this stage
 #              gets what the others left (typically 4-5 min).
-#   ncclapi    only with ZW_GPU_NCCL_API=1 (best with ZW_GPU_SKIP=tests,memcheck,multiproc,reduce,offload,train, as its
-#              builds take minutes): tools/nccl-tests-check.sh, nccl-tests on libzwnccl (-c 1, one process and two
-#              sharing the GPU) and beside the system NCCL (busbw, bf16 and float), and the API layer's cost per call.
-#   torch      only with ZW_GPU_TORCH=1 (best with ZW_GPU_SKIP=tests,memcheck,zero3,multiproc,reduce,offload,train): pip
-#              installs python/ (the torch backend) against this build and /usr/bin/python3's torch, offline, then
-#              runs tests/python's collectives matrix on CUDA tensors and FSDP2 GPT-2-small training against Gloo,
-#              2 processes sharing GPU 0 (logs torch_*.txt).
+#   ncclapi    only with ZW_GPU_NCCL_API=1, best alone: ZW_GPU_SKIP=build,tests,memcheck,zero3,multiproc,reduce,offload,
+#              train (with build skipped the tree is only configured; the stage builds what it needs itself):
+#              tools/nccl-tests-check.sh — nccl-tests on libzwnccl (-c 1, one process and two sharing the GPU),
+#              PyTorch's "nccl" backend on libzwnccl by LD_PRELOAD (symbols, smoke, FSDP2 GPT-2 small against a
+#              reference, the collectives matrix), the API layer's cost per call, busbw beside the system NCCL (bf16,
+#              float). Logs in gpu-check/ncclapi/.
+#   torch      cap 300 s, only with ZW_GPU_TORCH=1 (best with ZW_GPU_SKIP=tests,memcheck,zero3,multiproc,reduce,
+#              offload,train): tests/python/gpu_stage.sh — pip installs python/ (the torch backend) against this build
+#              and the torch of python3 (ZW_TORCH_PYTHON, else python3 on PATH, /opt/torch/.venv, /usr/bin/python3),
+#              offline, then on CUDA tensors, 2 processes sharing GPU 0: Work semantics, the collectives matrix
+#              against Gloo, FSDP2 GPT-2-small training against Gloo, the point-to-point matrix (logs torch_*.txt).
 #   monitor    only with ZW_GPU_MONITOR=1 (best with ZW_GPU_SKIP=tests,memcheck,zero3,multiproc,reduce,offload,train):
 #              the monitoring's cost on this host's quiet CPUs (issue 23): zw_monitor_hook_bench, `ctest -L monitor`,
 #              and bench/monitor/overhead.py (monitoring on/off interleaved, 9 repetitions, 2 and 4 ranks over shm,
@@ -339,35 +343,23 @@ stage_ring() {
   done
   return "$worst"
 }
-# libzwnccl (issue 19): NVIDIA's nccl-tests on zerowire's NCCL API, checked and beside the system NCCL. Its own
-# script does the work (its builds of nccl-tests take minutes, so the stage runs only with ZW_GPU_NCCL_API=1).
+# libzwnccl (issue 19): NVIDIA's nccl-tests on zerowire's NCCL API, checked and beside the system NCCL, and PyTorch's
+# "nccl" backend on it by LD_PRELOAD. Its own script does the work (it builds what it needs: with ZW_GPU_SKIP=build
+# the build stage only configures), logs in gpu-check/ncclapi/. Only with ZW_GPU_NCCL_API=1.
 stage_ncclapi() {
-  ZW_NCCL_BUDGET_S=$((STAGE_DEADLINE - $(date +%s) - 5)) ZW_GPU_BUILD_DIR="$BUILD" OUT="" \
-    "$ROOT/tools/nccl-tests-check.sh" >"$LOG/ncclapi.txt" 2>&1
+  ZW_NCCL_BUDGET_S=$((STAGE_DEADLINE - $(date +%s) - 5)) ZW_GPU_BUILD_DIR="$BUILD" ZW_NCCL_LOG_DIR="$LOG/ncclapi" \
+    OUT="" "$ROOT/tools/nccl-tests-check.sh" >"$LOG/ncclapi.txt" 2>&1
   local rc=$?
-  cat "$BUILD/nccl-check/summary.txt" 2>/dev/null
+  cat "$LOG/ncclapi/summary.txt" 2>/dev/null
   return "$rc"
 }
-# The torch.distributed backend (issue 18): `pip install --no-build-isolation --no-deps ./python` against this build
-# and the machine's torch (offline), then its collectives matrix on CUDA tensors and FSDP2 training of a GPT-2-small-
-# like model against Gloo, 2 processes sharing GPU 0. Only with ZW_GPU_TORCH=1 (the full check has no time left).
+# The torch.distributed backend (issue 18): tests/python/gpu_stage.sh does the work — `pip install --no-index
+# --no-build-isolation --no-deps ./python` against this build and the machine's torch (offline; CMake directly where
+# pip or setuptools cannot build), then on CUDA tensors, 2 processes sharing GPU 0: the Work semantics, the collectives
+# matrix against Gloo, FSDP2 of a GPT-2-small-like model against Gloo, the point-to-point matrix. Only with
+# ZW_GPU_TORCH=1 (the full check has no time left).
 stage_torch() {
-  local py=${ZW_TORCH_PYTHON:-/usr/bin/python3} site=$BUILD/python/site worst=0
-  export PYTHONPATH=$site
-  ZW_BUILD_DIR=$BUILD ZW_BUILD_JOBS=$(nproc) bounded 400 "$py" -m pip install --no-build-isolation --no-deps \
-    --upgrade --target "$site" "$ROOT/python" >"$LOG/torch_pip.log" 2>&1 ||
-    { worst=1; echo "   pip install ./python FAILED:"; tail -15 "$LOG/torch_pip.log"; return 1; }
-  echo "   pip install ./python: ok ($("$py" -c 'import torch; print("torch", torch.__version__)'))"
-  local part
-  for part in collectives p2p; do
-    bounded 180 "$py" "$ROOT/tests/python/test_collectives.py" --world 2 --device cuda --part "$part" \
-      >"$LOG/torch_$part.txt" 2>&1 || { worst=1; echo "   FAILED: $part matrix on CUDA"; }
-    tail -4 "$LOG/torch_$part.txt" | cut -c1-240
-  done
-  bounded 300 "$py" "$ROOT/tests/python/test_training.py" --case fsdp --world 2 --device cuda \
-    >"$LOG/torch_fsdp2.txt" 2>&1 || { worst=1; echo "   FAILED: FSDP2 GPT-2 small on CUDA"; }
-  tail -4 "$LOG/torch_fsdp2.txt" | cut -c1-240
-  return "$worst"
+  ZW_TORCH_BUDGET_S=$((STAGE_DEADLINE - $(date +%s) - 5)) "$ROOT/tests/python/gpu_stage.sh" "$BUILD" "$LOG"
 }
 # Monitoring (issue 23): hook cost, the monitor tests, and on/off overhead through the collectives benchmarks.
 stage_monitor() {
@@ -437,6 +429,10 @@ echo "   compute-sanitizer: $(find_sanitizer || echo 'not found')"
 record info ok $(($(date +%s) - START)) -
 
 stage build 210
+if [[ ,${ZW_GPU_SKIP:-}, == *,build,* ]] && [ ! -f "$BUILD/build.ninja" ]; then  # stages that build for themselves
+  timeout 120 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$LOG/configure.log" 2>&1 ||
+    tail -20 "$LOG/configure.log"
+fi
 [ -f "$BUILD/build.ninja" ] || { echo "configure failed: nothing to run"; status=1; }
 if [ -f "$BUILD/build.ninja" ]; then
   if [ "$QUICK" = 1 ]; then stage tests 200; else stage tests 280; fi
@@ -460,7 +456,7 @@ if [ -f "$BUILD/build.ninja" ]; then
     if [ -f "$ROOT/bench/train/gpu.sh" ]; then stage train 300; else skip_stage train "no bench/train/gpu.sh"; fi
   fi
   if [ "${ZW_GPU_NCCL_API:-0}" = 1 ]; then stage ncclapi 560; else skip_stage ncclapi "ZW_GPU_NCCL_API=1 runs it"; fi
-  if [ "${ZW_GPU_TORCH:-0}" = 1 ]; then stage torch 560; else skip_stage torch "ZW_GPU_TORCH=1 runs it"; fi
+  if [ "${ZW_GPU_TORCH:-0}" = 1 ]; then stage torch 300; else skip_stage torch "ZW_GPU_TORCH=1 runs it"; fi
   if [ "${ZW_GPU_MONITOR:-0}" = 1 ]; then stage monitor 560; else skip_stage monitor "ZW_GPU_MONITOR=1 runs it"; fi
 fi
 

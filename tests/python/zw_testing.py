@@ -4,9 +4,11 @@ run(world, fn, *args) forks `world` processes with torchrun's environment (RANK,
 MASTER_ADDR/MASTER_PORT of a TCPStore) or, with store="file", a FileStore; each initialises the default group with
 the zerowire backend and a Gloo group over the same ranks, then calls fn(ctx, *args). A failure in any process
 fails run() with that process's traceback. Inputs are deterministic per (case, rank), so every rank can also
-build every other rank's inputs.
+build every other rank's inputs. ZW_TEST_DUMP_S=N: every process prints the Python stack of each of its threads
+after N seconds (faulthandler), so a test cut by an outer time limit shows where each rank was (gpu_stage.sh).
 """
 import datetime
+import faulthandler
 import os
 import socket
 import sys
@@ -56,6 +58,8 @@ def values(shape, dtype, salt, rank, lo=-3, hi=3, device="cpu"):
 
 
 def _entry(rank, world, port, store_path, fn, args, timeout_s, device):
+    if os.environ.get("ZW_TEST_DUMP_S"):
+        faulthandler.dump_traceback_later(float(os.environ["ZW_TEST_DUMP_S"]), exit=False)
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     if device == "cuda":
