@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # NVIDIA's nccl-tests on libzwnccl, one GPU: every collective binary with -g 1 -c 1 (results checked), float and
-# bfloat16 (reductions also with -o sum and avg). Exit 77 without a GPU (ctest skips).
+# bfloat16 (reductions also with -o avg and max). Exit 77 without a GPU (ctest skips). ZW_NCCL_TESTS_QUICK=1: bfloat16
+# for the reductions only; ZW_NCCL_RUN_TIMEOUT_S: limit per run (300).
 #   tests/nccl/nccl_tests_gpu.sh BUILD_DIR [NCCL_TESTS_OUT [SUFFIX]]
 # Skips (77) when OUT/bin has no build (bench/nccl_tests/build.sh; tools/nccl-tests-check.sh builds one); SUFFIX _mpi
 # uses an MPI=1 build, run as single processes.
@@ -27,7 +28,7 @@ export LD_LIBRARY_PATH="$build/nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fails=0
 run() {
   local log
-  log=$(timeout 300 "$@" 2>&1)
+  log=$(timeout "${ZW_NCCL_RUN_TIMEOUT_S:-300}" "$@" 2>&1)
   local rc=$?
   if [ $rc -ne 0 ] || grep -q -E "FAILED|Test NCCL failure|Test CUDA failure" <<<"$log" ||
      ! grep -q "Out of bounds values : 0 OK" <<<"$log"; then
@@ -38,8 +39,10 @@ run() {
     echo "ok: $* ($(grep 'Avg bus bandwidth' <<<"$log" | sed 's/.*: *//') GB/s avg busbw)"
   fi
 }
-for bin in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv gather scatter hypercube; do
+for bin in all_reduce all_gather reduce_scatter broadcast reduce alltoall alltoallv sendrecv gather scatter hypercube; do
   for dtype in float bfloat16; do
+    # ZW_NCCL_TESTS_QUICK=1 (tools/nccl-tests-check.sh): bfloat16 for the reductions only
+    [ "${ZW_NCCL_TESTS_QUICK:-0}" = 1 ] && [ "$dtype" = bfloat16 ] && [[ $bin != *reduce* ]] && continue
     run "$out/bin/${bin}_perf$sfx" -g 1 -c 1 -b 8 -e 8M -f 8 -d "$dtype" -n 3 -w 1
   done
 done
