@@ -2,6 +2,8 @@
 # tests/python/gpu_stage.sh — the `torch` stage of tools/gpu-check.sh (ZW_GPU_TORCH=1): zerowire's torch.distributed
 # backend on CUDA tensors, 2 processes sharing GPU 0, on a machine without network.
 #   tests/python/gpu_stage.sh BUILD LOG          (gpu-check passes its build directory and log folder)
+# BUILD may also be a fresh directory: the package's build then configures it with only what the package needs
+# (no tests, no benchmarks; setup.py), the quickest way to run this stage alone.
 # Steps, each under its own time limit and never past the budget (ZW_TORCH_BUDGET_S, default 280 s):
 #   python    the interpreter with torch: $ZW_TORCH_PYTHON, else the first of `python3` on PATH,
 #             /opt/torch/.venv/bin/python3, /usr/bin/python3 that imports torch. Its torch, CUDA and GPU, pip,
@@ -114,7 +116,9 @@ fi
 # direct_install runs through `bash -c` (exported), which shellcheck cannot follow:
 # shellcheck disable=SC2317
 direct_install() {
-  cmake -S "$ROOT" -B "$BUILD" -DZW_TORCH_PYTHON="$py" >"$LOG/torch_direct.log" 2>&1 &&
+  local fresh=()  # a directory gpu-check's build stage did not configure: only what the package needs, as setup.py
+  [ -f "$BUILD/CMakeCache.txt" ] || fresh=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DZW_BUILD_TESTS=OFF -DZW_BUILD_BENCH=OFF)
+  cmake -S "$ROOT" -B "$BUILD" "${fresh[@]}" -DZW_TORCH_PYTHON="$py" >"$LOG/torch_direct.log" 2>&1 &&
     cmake --build "$BUILD" --target zerowire_torch -j "$(nproc)" >>"$LOG/torch_direct.log" 2>&1 || return 1
   local so
   so=$(find "$BUILD/python/zerowire" -maxdepth 1 -name '_C*.so' | head -1)
