@@ -21,7 +21,8 @@
 #            nccl-tests binaries on libzwnccl and on the system's libnccl.so.2 (LD_LIBRARY_PATH picks), interleaved,
 #            at the same process count (1 on one GPU: the API layer's overhead; one per GPU otherwise). Last, after the
 #            torch runs ended, so that nothing else shares the GPU.
-# ZW_NCCL_TESTS_PREBUILT=1 uses BUILD/nccl-tests-zw as it is when it has binaries. Logs: ZW_NCCL_LOG_DIR (default
+# ZW_NCCL_TESTS_PREBUILT=1 uses BUILD/nccl-tests-zw as it is when it has binaries; ZW_NCCL_STEPS=torch,check,shared,
+# overhead,compare (the default: all) runs only the steps named (a rerun of what failed). Logs: ZW_NCCL_LOG_DIR (default
 # BUILD/nccl-check); with OUT set, packed after every step into $OUT/nccl-check.tar.gz,
 # the summary also in $OUT/nccl-check-summary.txt. Exit status 0 only when every check passed (a skip for a missing
 # tool passes; a cut does not).
@@ -39,7 +40,7 @@ NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 NP=$((NGPU >= 2 ? NGPU : 2))
 NPROC=$(nproc)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-export ZW_TIMEOUT=${ZW_TIMEOUT:-30}  # a stuck operation fails naming the peer before a step's cap ends it
+export ZW_TIMEOUT=${ZW_TIMEOUT:-20}  # a stuck operation fails naming the peer before a run's limit ends it
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np)
 MPI=0
 command -v mpicc >/dev/null && command -v mpirun >/dev/null && MPI=1
@@ -57,6 +58,8 @@ pack() {
   mv "$OUT/nccl-check.tar.gz.part" "$OUT/nccl-check.tar.gz"
 }
 since() { echo "$(($(date +%s) - START)) s"; }
+# ZW_NCCL_STEPS=torch,check,...: run only those steps (the build always runs); each left out is named in the summary.
+want() { [[ ,${ZW_NCCL_STEPS:-torch,check,shared,overhead,compare}, == *,$1,* ]] || { note "$1: not run (ZW_NCCL_STEPS)"; return 1; }; }
 
 echo "== nccl-tests check: $(date -u +%FT%TZ) $(hostname), $NGPU GPU(s), $NPROC cores, MPI=$MPI, budget $(left) s"
 : >"$LOG/summary.txt"
@@ -125,8 +128,11 @@ torch_chain() {
     esac
   done
 }
-torch_chain >"$LOG/torch_chain.log" 2>&1 &
-torch_pid=$!
+torch_pid=
+if want torch; then
+  torch_chain >"$LOG/torch_chain.log" 2>&1 &
+  torch_pid=$!
+fi
 
 # ---- build, continued: the CPU API tests and the overhead program, beside nccl-tests' compilation ----
 bounded 150 ninja -C "$BUILD" -j"$NPROC" zw_nccl_api_overhead zw_nccl_args_test zw_nccl_coll_test zw_nccl_process_test \
@@ -141,10 +147,11 @@ fi
 pack
 
 # ---- check: one process, every binary; the CPU API tests beside it ----
+if want check; then
 (cd "$BUILD" && bounded 120 ctest -L '^nccl$' --output-on-failure >"$LOG/ctest.log" 2>&1) &
 ctest_pid=$!
 if [ -x "$ZWBIN/all_reduce_perf$SFX" ]; then
-  ZW_NCCL_TESTS_QUICK=1 ZW_NCCL_RUN_TIMEOUT_S=25 bounded 150 tests/nccl/nccl_tests_gpu.sh "$BUILD" "$NT" "$SFX" \
+  ZW_NCCL_TESTS_QUICK=1 ZW_NCCL_RUN_TIMEOUT_S=30 bounded 150 tests/nccl/nccl_tests_gpu.sh "$BUILD" "$NT" "$SFX" \
     >"$LOG/one-gpu.log" 2>&1
   rc=$?
   if [ "$rc" -eq 0 ]; then
@@ -157,16 +164,19 @@ if [ -x "$ZWBIN/all_reduce_perf$SFX" ]; then
 fi
 wait "$ctest_pid" && note "check: ctest -L nccl ok ($(grep -o '[0-9]*% tests passed.*' "$LOG/ctest.log" | head -1))" ||
   { note "check: ctest -L nccl FAILED"; status=1; grep -E 'Failed|\*\*\*' "$LOG/ctest.log" | head -10; }
+fi
 pack
 
 # ---- shared: two processes on one GPU (or one per GPU), results checked ----
-if [ "$MPI" = 1 ] && [ -x "$ZWBIN/all_reduce_perf_mpi" ]; then
+if ! want shared; then
+  :
+elif [ "$MPI" = 1 ] && [ -x "$ZWBIN/all_reduce_perf_mpi" ]; then
   env_zw=(-x LD_LIBRARY_PATH="$ZWLIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" -x ZW_TIMEOUT)
   [ "$NGPU" -lt 2 ] && env_zw+=(-x NCCL_TESTS_DEVICE=0)
   for bin in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv gather scatter; do
     [ -x "$ZWBIN/${bin}_perf_mpi" ] || continue
     f="$LOG/np${NP}_${bin}.txt"
-    bounded 30 "${MPIRUN[@]}" "$NP" "${env_zw[@]}" "$ZWBIN/${bin}_perf_mpi" -g 1 -c 1 -b 8 -e 16M -f 8 -d float -n 5 -w 2 \
+    bounded 40 "${MPIRUN[@]}" "$NP" "${env_zw[@]}" "$ZWBIN/${bin}_perf_mpi" -g 1 -c 1 -b 8 -e 16M -f 8 -d float -n 5 -w 2 \
       >"$f" 2>&1
     rc=$?
     if [ "$rc" -eq 0 ] && grep -q "Out of bounds values : 0 OK" "$f"; then
@@ -183,14 +193,17 @@ fi
 pack
 
 # ---- wait for the torch runs (the GPU must be quiet for the comparison) ----
-while kill -0 "$torch_pid" 2>/dev/null && [ "$(left)" -gt 5 ]; do sleep 1; done
-kill -0 "$torch_pid" 2>/dev/null && { note "torch: CUT (deadline)"; kill "$torch_pid"; echo 1 >"$LOG/torch.failed"; }
+while [ -n "$torch_pid" ] && kill -0 "$torch_pid" 2>/dev/null && [ "$(left)" -gt 5 ]; do sleep 1; done
+[ -n "$torch_pid" ] && kill -0 "$torch_pid" 2>/dev/null &&
+  { note "torch: CUT (deadline)"; kill "$torch_pid"; echo 1 >"$LOG/torch.failed"; }
 [ -f "$LOG/torch.failed" ] && status=1
 pack
 
 # ---- overhead: the API layer's cost per call ----
 bin=$BUILD/bench/nccl_tests/zw_nccl_api_overhead
-if [ -x "$bin" ]; then
+if ! want overhead; then
+  :
+elif [ -x "$bin" ]; then
   bounded 20 "$bin" -n 100000 -r 3 >"$LOG/overhead_host.txt" 2>&1 || status=1
   bounded 20 "$bin" -m device -n 20000 -r 3 >"$LOG/overhead_device.txt" 2>&1 || status=1
   cat "$LOG/overhead_host.txt" "$LOG/overhead_device.txt" | grep -v '^#' | tee -a "$LOG/summary.txt"
@@ -200,6 +213,7 @@ fi
 pack
 
 # ---- compare: busbw, the same binaries on libzwnccl and on the system NCCL ----
+if want compare; then
 sys_lib=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 / {print $NF; exit}')
 note "compare: libnccl.so.2 of the zerowire runs: $(LD_LIBRARY_PATH=$ZWLIB ldd "$ZWBIN/all_reduce_perf$SFX" 2>/dev/null | awk '/libnccl/ {print $3}')"
 note "compare: libnccl.so.2 of the NCCL runs:     ${sys_lib:-(none in the ld.so cache: not compared)}"
@@ -244,6 +258,7 @@ for op in ("all_gather", "reduce_scatter", "all_reduce"):
                 ns = f"{n[0]:8.2f} ({n[1]:7.1f})" if n else f"{'-':>18}"
                 print(f"{op:15} {dt:9} {size:11d} {z[0]:8.2f} ({z[1]:7.1f}) {ns} {ratio}")
 PY
+fi
 pack
 
 echo "== nccl-tests check done in $(since), status $status"
