@@ -144,6 +144,8 @@ class CommImpl {
 
   // The communicator's own view of the store (its key prefix applied), for set-up done after creation.
   const std::shared_ptr<Store>& store() const { return store_; }
+  // The communicator's monitoring (null: ZW_MONITOR=0), for the device path's records.
+  const std::shared_ptr<monitor::CommMonitor>& monitor() const { return monitor_; }
   // The GPU engine; the first call creates it with `make` (a collective step: every rank calls it then).
   Result<GpuEngine*> gpu_engine(const std::function<Result<std::unique_ptr<GpuEngine>>()>& make);
 

@@ -8,6 +8,7 @@
 
 #include "collectives/gpu/gpu_poller.h"
 #include "collectives/work.h"
+#include "common/clock.h"
 #include "common/knobs.h"
 #include "common/log.h"
 
@@ -116,6 +117,7 @@ Result<std::unique_ptr<GpuComm>> GpuComm::create(CommImpl& impl, int device) {
   }
   g->ce_bytes_ = k.cuda_ce_bytes > 0 ? static_cast<size_t>(k.cuda_ce_bytes) : SIZE_MAX;
   g->oneshot_bytes_ = static_cast<size_t>(std::max<int64_t>(k.cuda_oneshot_bytes, 0));
+  g->recorder_.attach(impl, device, g->shared_);
   return g;
 }
 
@@ -409,6 +411,17 @@ void GpuComm::build_ring(const OpDesc& desc, const CollectiveOptions& o, const P
 }
 
 Result<Work> GpuComm::run(const OpDesc& desc, const CollectiveOptions& o) {
+  const int64_t enqueue = static_cast<int64_t>(now_ns());
+  const bool ring = use_ring(desc, o);
+  const bool ce = desc.kind == OpKind::kAllGather && size_ > 1 && desc.count * dtype_size(desc.dtype) >= ce_bytes_;
+  const auto algo = ring ? monitor::DeviceAlgo::kRing : ce ? monitor::DeviceAlgo::kCopyEngine : monitor::DeviceAlgo::kDirect;
+  const size_t slot = recorder_.begin(desc, algo, seq_ + 1, size_, enqueue);
+  Result<Work> w = issue(desc, o, ring, slot);
+  recorder_.commit(slot, w.ok() ? Status() : w.status(), w.ok() ? 0 : static_cast<int64_t>(now_ns()));
+  return w;
+}
+
+Result<Work> GpuComm::issue(const OpDesc& desc, const CollectiveOptions& o, bool ring, size_t slot) {
   {
     std::lock_guard<std::mutex> lock(shared_->mutex);
     if (!shared_->failed.ok())
@@ -418,7 +431,6 @@ Result<Work> GpuComm::run(const OpDesc& desc, const CollectiveOptions& o) {
   DeviceScope scope(device_);
   ZW_TRY(scope.status());
   const uint64_t seq = ++seq_;
-  const bool ring = use_ring(desc, o);
   const size_t es = dtype_size(desc.dtype);
   const size_t ring_bytes = desc.kind == OpKind::kAllReduce ? (desc.count / size_ + 16) * es : desc.count * es;
   const int ring_blocks =
@@ -439,6 +451,7 @@ Result<Work> GpuComm::run(const OpDesc& desc, const CollectiveOptions& o) {
   auto stream = static_cast<cudaStream_t>(o.stream);
   if (last_event_ && last_stream_ != stream)
     ZW_TRY(cuda_status(cudaStreamWaitEvent(stream, *last_event_, 0), "ordering after the previous GPU collective"));
+  ZW_TRY(recorder_.mark_start(slot, stream));
   if (ring) {
     RingArgs ra;
     ra.seq = seq;
@@ -451,6 +464,7 @@ Result<Work> GpuComm::run(const OpDesc& desc, const CollectiveOptions& o) {
     st = launch_direct(desc.dtype, desc.op, args, blocks_for(args.count * es), threads_, stream);
   }
   if (!st.ok()) return fail(st);
+  ZW_TRY(recorder_.mark_end(slot, stream));
   ZW_ASSIGN_OR_RETURN(std::shared_ptr<cudaEvent_t> done, shared_->events->get());
   ZW_TRY(cuda_status(cudaEventRecord(*done, stream), "cudaEventRecord"));
   last_event_ = done;

@@ -38,6 +38,7 @@
 #include "collectives/comm_impl.h"
 #include "collectives/gpu/gpu_events.h"
 #include "collectives/gpu/gpu_kernels.h"
+#include "collectives/gpu/gpu_monitor.h"
 #include "collectives/op_desc.h"
 #include "transport/cuda_ipc/cuda_ipc_transport.h"
 #include "zerowire/communicator.h"
@@ -67,6 +68,8 @@ class GpuComm final : public GpuEngine {
       : rank_(rank), size_(size), device_(device), timeout_s_(timeout_s) {}
   // Ring or direct for this operation (every rank decides the same; the descriptors confirm it).
   bool use_ring(const OpDesc& desc, const CollectiveOptions& o) const;
+  // run() without its monitoring record (`slot`: the record's, whose events it marks around the kernels).
+  Result<Work> issue(const OpDesc& desc, const CollectiveOptions& o, bool ring, size_t slot);
   Status exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptions& o, bool ring, int ring_blocks,
                   Peers* peers);
   // Refuses the operation when two ranks of one process on one GPU issued it on streams that serialize.
@@ -102,6 +105,7 @@ class GpuComm final : public GpuEngine {
   std::shared_ptr<GpuShared> shared_;
   std::shared_ptr<cudaEvent_t> last_event_;  // completion of the previous operation (null before the first)
   cudaStream_t last_stream_ = nullptr;       // the stream it ran on
+  GpuOpRecorder recorder_;                   // monitoring records of the operations (gpu_monitor.h)
 };
 
 }  // namespace zw::internal::gpu

@@ -18,11 +18,12 @@ constexpr size_t kMaxWindow = 1 << 16;
 constexpr auto kJudgeWait = std::chrono::milliseconds(5);  // how long one tick waits for the other ranks' windows
 constexpr uint64_t kSkipAfter = 3;  // rank 0 gives up on a window once it published this many later ones
 
-// "/dir/zw-flight-host-pid-comm-rR.bin", with characters a file name should not hold replaced.
-std::string flight_file(const MonitorSetup& s) {
+// "/dir/zw-flight-host-pid-comm-rR.bin" ("-rR-dev.bin" for the device path), with characters a file name should not
+// hold replaced.
+std::string flight_file(const MonitorSetup& s, const char* suffix = "") {
   std::string name = "zw-flight-" + s.hosts[static_cast<size_t>(s.rank)] + "-" + std::to_string(getpid()) + "-" +
                      s.comm + (s.generation ? "." + std::to_string(s.generation) : "") + "-r" + std::to_string(s.rank) +
-                     ".bin";
+                     suffix + ".bin";
   for (char& c : name)
     if (c == '/' || c == ' ' || c < 32) c = '_';
   return knobs().flight_dir + "/" + name;
@@ -124,6 +125,7 @@ std::string CommMonitor::window_key(uint64_t window, int rank) const {
 }
 
 void CommMonitor::service_tick() {
+  if (device() != nullptr) consume_device();
   if (window_ == 0) return;
   const int64_t ready = ready_.load(std::memory_order_acquire);
   if (ready >= 0) {
@@ -179,5 +181,38 @@ void CommMonitor::judge_ready_windows() {
 }
 
 void CommMonitor::retire() { MonitorService::instance().retire(this); }
+
+DeviceOps* CommMonitor::attach_device(std::shared_ptr<DeviceOpSource> source, const std::string& transport,
+                                      size_t capacity) {
+  std::lock_guard<std::mutex> lock(device_mutex_);
+  if (device_ops_) return nullptr;  // one device path per communicator
+  const Knobs& k = knobs();
+  const MonitorSetup& s = setup_;
+  RingIdentity who{s.rank, s.size, s.generation, s.hosts[static_cast<size_t>(s.rank)], s.comm, transport};
+  const std::string file = k.flight_dir.empty() ? std::string() : flight_file(s, "-dev");
+  const size_t want = capacity > 0 ? capacity : static_cast<size_t>(std::max<int64_t>(k.monitor_records, 16));
+  auto ops = DeviceOps::create(want, who, file);
+  if (!ops.ok()) {
+    ZW_WARN(kColl, "device operations of communicator '%s' are not recorded: %s", s.comm.c_str(),
+            ops.status().to_string().c_str());
+    return nullptr;
+  }
+  device_ops_ = std::move(ops.value());
+  device_source_ = std::move(source);
+  device_.store(device_ops_.get(), std::memory_order_release);
+  return device_ops_.get();
+}
+
+void CommMonitor::consume_device() {
+  std::lock_guard<std::mutex> lock(device_mutex_);
+  if (device_source_) device_ops_->consume(*device_source_);
+}
+
+void CommMonitor::detach_device() {
+  std::lock_guard<std::mutex> lock(device_mutex_);
+  if (!device_source_) return;
+  device_ops_->consume(*device_source_);
+  device_source_.reset();
+}
 
 }  // namespace zw::internal::monitor

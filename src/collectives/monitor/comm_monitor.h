@@ -6,7 +6,8 @@
 // Threading: on_start/on_finish are called by the holder of the communicator's run token (one at a time, ordered
 // by the communicator's mutex); on_enqueue by any issuing thread; they allocate nothing and take no lock.
 // Readers (snapshot functions) may run on any thread. service_tick() is called by the service thread only.
-// Non-goals: device-memory operations launched on a stream (their records show the host side only).
+// Device-memory operations of the node-local GPU path have their own records and aggregates (device_ops.h): the
+// engine attaches them at its creation and detaches them when it goes.
 #pragma once
 
 #include <atomic>
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/monitor/device_ops.h"
 #include "collectives/monitor/op_stats.h"
 #include "collectives/monitor/peer_links.h"
 #include "collectives/monitor/record_ring.h"
@@ -55,6 +57,17 @@ class CommMonitor {
   // The communicator is going away: a last dump, then unregistered from the service.
   void retire();
 
+  // The device path (its engine's creation): records of `capacity` (0: ZW_MONITOR_RECORDS) operations whose
+  // completions `source` reports. Returns the records for the issuing thread, or null (logged) when they cannot be
+  // allocated. One device path per communicator.
+  DeviceOps* attach_device(std::shared_ptr<DeviceOpSource> source, const std::string& transport, size_t capacity = 0);
+  // The engine is going (its last operation finished or given up): finishes what completed, then forgets the source.
+  void detach_device();
+  // The device path's records, or null before attach_device (set once, before the first device operation).
+  const DeviceOps* device() const { return device_.load(std::memory_order_acquire); }
+  // Finishes the device records whose operations completed (the service thread calls it every tick).
+  void consume_device();
+
   const MonitorSetup& setup() const { return setup_; }
   const RecordRing& ring() const { return *ring_; }
   const OpStats& stats() const { return stats_; }
@@ -78,6 +91,12 @@ class CommMonitor {
 
   MonitorSetup setup_;
   std::unique_ptr<RecordRing> ring_;
+  // Device path: records (kept after detach, for the dump) and their completion source (guarded by device_mutex_,
+  // which only consumers take).
+  std::unique_ptr<DeviceOps> device_ops_;
+  std::atomic<DeviceOps*> device_{nullptr};
+  std::mutex device_mutex_;
+  std::shared_ptr<DeviceOpSource> device_source_;
   OpStats stats_;
   PeerLinks links_;
   // Writer state (token holder).

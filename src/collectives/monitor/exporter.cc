@@ -62,19 +62,28 @@ struct Cell {
   std::string labels;  // comm, rank, op, transport, algo, size_le_bytes
 };
 
+// The cells of one set of aggregates (the host path's, or the device path's with its own transport and algorithms).
+void add_cells(std::vector<Cell>& out, const CommMonitor& m, const OpStats& stats, const std::string& transport,
+               bool device) {
+  for (int k = 0; k < kNumKinds; ++k)
+    for (int b = 0; b < kSizeBuckets; ++b) {
+      const StatCell& c = stats.cell(k, b);
+      if (c.count.load(std::memory_order_relaxed) == 0) continue;
+      const uint8_t algo = c.algo.load(std::memory_order_relaxed);
+      std::string l = comm_labels(m) + ",op=\"" + op_kind_name(static_cast<OpKind>(k)) + "\",transport=\"" +
+                      escape(transport) + "\",algo=\"" +
+                      (device ? device_algo_name(algo) : algo_name(static_cast<Algo>(algo))) + "\",size_le_bytes=\"" +
+                      std::to_string(size_bucket_bound(b)) + "\"";
+      out.push_back(Cell{&m, k, b, &c, std::move(l)});
+    }
+}
+
 std::vector<Cell> cells_of(const std::vector<std::shared_ptr<CommMonitor>>& ms) {
   std::vector<Cell> out;
-  for (const auto& m : ms)
-    for (int k = 0; k < kNumKinds; ++k)
-      for (int b = 0; b < kSizeBuckets; ++b) {
-        const StatCell& c = m->stats().cell(k, b);
-        if (c.count.load(std::memory_order_relaxed) == 0) continue;
-        std::string l = comm_labels(*m) + ",op=\"" + op_kind_name(static_cast<OpKind>(k)) + "\",transport=\"" +
-                        escape(m->setup().transport) + "\",algo=\"" +
-                        algo_name(static_cast<Algo>(c.algo.load(std::memory_order_relaxed))) + "\",size_le_bytes=\"" +
-                        std::to_string(size_bucket_bound(b)) + "\"";
-        out.push_back(Cell{m.get(), k, b, &c, std::move(l)});
-      }
+  for (const auto& m : ms) {
+    add_cells(out, *m, m->stats(), m->setup().transport, false);
+    if (const DeviceOps* d = m->device()) add_cells(out, *m, d->stats(), d->ring().header().transport, true);
+  }
   return out;
 }
 
@@ -161,22 +170,39 @@ void render_links(std::string& out, const std::vector<std::shared_ptr<CommMonito
   }
 }
 
+// Per communicator and path ("host", and "device" once the device path is attached): in flight, issued, current.
 void render_comms(std::string& out, const std::vector<std::shared_ptr<CommMonitor>>& ms) {
+  struct View {
+    const CommMonitor* m;
+    const RecordRing* ring;
+    uint64_t in_flight;
+    std::string labels;  // comm, rank, path
+  };
+  std::vector<View> views;
+  for (const auto& m : ms) {
+    views.push_back(View{m.get(), &m->ring(), m->in_flight(), comm_labels(*m) + ",path=\"host\""});
+    if (const DeviceOps* d = m->device())
+      views.push_back(View{m.get(), &d->ring(), d->in_flight(), comm_labels(*m) + ",path=\"device\""});
+  }
   family(out, "zerowire_operations_in_flight", "gauge", "Operations issued and not finished.");
-  for (const auto& m : ms)
-    sample(out, "zerowire_operations_in_flight", comm_labels(*m), static_cast<double>(m->in_flight()));
+  for (const View& v : views) sample(out, "zerowire_operations_in_flight", v.labels, static_cast<double>(v.in_flight));
   family(out, "zerowire_operations_issued_total", "counter", "Operations issued (the last sequence number).");
+  for (const View& v : views)
+    sample(out, "zerowire_operations_issued_total", v.labels,
+           static_cast<double>(v.ring->header().last_enqueued.load(std::memory_order_relaxed)));
+  family(out, "zerowire_device_operations_untracked_total", "counter",
+         "Device operations left out of the records: every record slot held an unfinished one.");
   for (const auto& m : ms)
-    sample(out, "zerowire_operations_issued_total", comm_labels(*m),
-           static_cast<double>(m->ring().header().last_enqueued.load(std::memory_order_relaxed)));
+    if (const DeviceOps* d = m->device())
+      sample(out, "zerowire_device_operations_untracked_total", comm_labels(*m), static_cast<double>(d->untracked()));
   family(out, "zerowire_current_operation_running_seconds", "gauge",
          "How long the running operation has run (op=\"idle\" and 0 when none runs); seq is its sequence number.");
-  for (const auto& m : ms) {
+  for (const View& v : views) {
     OpFields f;
-    const bool busy = m->ring().running(&f);
+    const bool busy = v.ring->running(&f);
     const uint64_t now = now_ns();
-    std::string l = comm_labels(*m) + ",op=\"" + (busy ? op_kind_name(static_cast<OpKind>(f.kind)) : "idle") +
-                    "\",seq=\"" + std::to_string(busy ? f.seq : 0) + "\"";
+    std::string l = v.labels + ",op=\"" + (busy ? op_kind_name(static_cast<OpKind>(f.kind)) : "idle") + "\",seq=\"" +
+                    std::to_string(busy ? f.seq : 0) + "\"";
     sample(out, "zerowire_current_operation_running_seconds", l,
            busy && now > f.start_ns ? seconds(now - f.start_ns) : 0);
   }
@@ -224,44 +250,83 @@ std::string record_json(const OpFields& f) {
                 ",\"path\":\"%s\","
                 "\"state\":\"%s\",\"status\":\"%s\",\"enqueue_ns\":%" PRIu64 ",\"start_ns\":%" PRIu64
                 ",\"end_ns\":%" PRIu64 "}",
-                f.seq, f.coll_index, op_kind_name(static_cast<OpKind>(f.kind)), algo_name(static_cast<Algo>(f.algo)),
+                f.seq, f.coll_index, op_kind_name(static_cast<OpKind>(f.kind)),
+                f.path == static_cast<uint8_t>(PathKind::kDevice) ? device_algo_name(f.algo)
+                                                                  : algo_name(static_cast<Algo>(f.algo)),
                 dtype_name(static_cast<DataType>(f.dtype)), reduce_op_name(static_cast<ReduceOp>(f.redop)), f.root,
                 f.count, f.bytes, f.path == static_cast<uint8_t>(PathKind::kDevice) ? "device" : "host",
                 state_name(f.state), code_name(static_cast<Code>(f.status)), f.enqueue_ns, f.start_ns, f.end_ns);
   return buf;
 }
 
-std::string render_comm_json(const CommMonitor& m) {
-  const MonitorSetup& s = m.setup();
-  const RingHeader& h = m.ring().header();
-  std::string out = "{\"comm\":\"" + escape(m.label()) + "\",\"rank\":" + std::to_string(s.rank) +
-                    ",\"size\":" + std::to_string(s.size) + ",\"transport\":\"" + escape(s.transport) +
-                    "\",\"issued\":" + std::to_string(h.last_enqueued.load()) +
-                    ",\"in_flight\":" + std::to_string(m.in_flight()) +
-                    ",\"failed\":" + (h.failed.load() ? "\"" + escape(h.reason) + "\"" : std::string("null")) +
-                    ",\"flight_file\":\"" + escape(m.ring().file()) + "\",\"stats\":[";
+namespace {
+
+// The non-empty cells of one set of aggregates as a JSON array.
+std::string stats_json(const OpStats& stats, int world_size, bool device) {
+  std::string out = "[";
   bool first = true;
   for (int k = 0; k < kNumKinds; ++k)
     for (int b = 0; b < kSizeBuckets; ++b) {
-      const StatCell& c = m.stats().cell(k, b);
+      const StatCell& c = stats.cell(k, b);
       const uint64_t n = c.count.load(std::memory_order_relaxed);
       if (n == 0) continue;
       const double t = seconds(c.time_ns.load()), bytes = static_cast<double>(c.bytes.load());
       const double algbw = t > 0 ? bytes / t : 0;
+      const uint8_t algo = c.algo.load();
       auto counts = c.latency.copy();
       out += std::string(first ? "" : ",") + "{\"op\":\"" + op_kind_name(static_cast<OpKind>(k)) + "\",\"algo\":\"" +
-             algo_name(static_cast<Algo>(c.algo.load())) +
+             (device ? device_algo_name(algo) : algo_name(static_cast<Algo>(algo))) +
              "\",\"size_le_bytes\":" + std::to_string(size_bucket_bound(b)) + ",\"count\":" + std::to_string(n) +
              ",\"bytes\":" + num(bytes) + ",\"time_s\":" + num(t) + ",\"errors\":" + std::to_string(c.errors.load()) +
              ",\"algbw_Bps\":" + num(algbw) +
-             ",\"busbw_Bps\":" + num(algbw * bus_factor(static_cast<OpKind>(k), s.size)) +
+             ",\"busbw_Bps\":" + num(algbw * bus_factor(static_cast<OpKind>(k), world_size)) +
              ",\"p50_s\":" + num(LatencyHistogram::quantile_ns(counts, 0.5) / 1e9) +
              ",\"p90_s\":" + num(LatencyHistogram::quantile_ns(counts, 0.9) / 1e9) +
              ",\"p99_s\":" + num(LatencyHistogram::quantile_ns(counts, 0.99) / 1e9) + "}";
       first = false;
     }
-  out += "],\"peers\":[";
-  first = true;
+  return out + "]";
+}
+
+// "running", "running_for_s" and the last records of a ring, as JSON members (no braces).
+std::string ring_json(const RecordRing& ring) {
+  OpFields cur;
+  const bool busy = ring.running(&cur);
+  const uint64_t now = now_ns();
+  std::string out = "\"running\":" + (busy ? record_json(cur) : std::string("null")) +
+                    ",\"running_for_s\":" + num(busy && now > cur.start_ns ? seconds(now - cur.start_ns) : 0) +
+                    ",\"records\":[";
+  std::vector<OpFields> recs = ring.snapshot();
+  const size_t from = recs.size() > kJsonRecords ? recs.size() - kJsonRecords : 0;
+  for (size_t i = from; i < recs.size(); ++i) out += (i > from ? "," : "") + record_json(recs[i]);
+  return out + "]";
+}
+
+// The device path of a communicator: null before its first device operation.
+std::string device_json(const CommMonitor& m) {
+  const DeviceOps* d = m.device();
+  if (d == nullptr) return "null";
+  const RingHeader& h = d->ring().header();
+  return "{\"transport\":\"" + escape(h.transport) + "\",\"issued\":" + std::to_string(d->issued()) +
+         ",\"in_flight\":" + std::to_string(d->in_flight()) + ",\"untracked\":" + std::to_string(d->untracked()) +
+         ",\"failed\":" + (h.failed.load() ? "\"" + escape(h.reason) + "\"" : std::string("null")) +
+         ",\"flight_file\":\"" + escape(d->ring().file()) +
+         "\",\"stats\":" + stats_json(d->stats(), m.setup().size, true) + "," + ring_json(d->ring()) + "}";
+}
+
+}  // namespace
+
+std::string render_comm_json(const CommMonitor& m) {
+  const MonitorSetup& s = m.setup();
+  const RingHeader& h = m.ring().header();
+  std::string out =
+      "{\"comm\":\"" + escape(m.label()) + "\",\"rank\":" + std::to_string(s.rank) +
+      ",\"size\":" + std::to_string(s.size) + ",\"transport\":\"" + escape(s.transport) +
+      "\",\"issued\":" + std::to_string(h.last_enqueued.load()) + ",\"in_flight\":" + std::to_string(m.in_flight()) +
+      ",\"failed\":" + (h.failed.load() ? "\"" + escape(h.reason) + "\"" : std::string("null")) +
+      ",\"flight_file\":\"" + escape(m.ring().file()) + "\",\"stats\":" + stats_json(m.stats(), s.size, false);
+  out += ",\"peers\":[";
+  bool first = true;
   for (int p = 0; p < m.links().size(); ++p) {
     const PeerLinks::Link& l = m.links().link(p);
     if (l.sent_bytes.load() == 0 && l.received_bytes.load() == 0) continue;
@@ -283,15 +348,7 @@ std::string render_comm_json(const CommMonitor& m) {
     for (size_t r = 0; r < v.median_late_ns.size(); ++r) out += (r ? "," : "") + num(v.median_late_ns[r] / 1e9);
     out += "]}";
   }
-  OpFields cur;
-  const bool busy = m.ring().running(&cur);
-  const uint64_t now = now_ns();
-  out += ",\"running\":" + (busy ? record_json(cur) : std::string("null")) +
-         ",\"running_for_s\":" + num(busy && now > cur.start_ns ? seconds(now - cur.start_ns) : 0) + ",\"records\":[";
-  std::vector<OpFields> recs = m.ring().snapshot();
-  const size_t from = recs.size() > kJsonRecords ? recs.size() - kJsonRecords : 0;
-  for (size_t i = from; i < recs.size(); ++i) out += (i > from ? "," : "") + record_json(recs[i]);
-  return out + "]}";
+  return out + "," + ring_json(m.ring()) + ",\"device\":" + device_json(m) + "}";
 }
 
 std::string render_process_json(const std::vector<std::string>& parts, const std::string& gauges_json) {

@@ -122,22 +122,21 @@ uint64_t RecordRing::begin(const OpFields& f) {
   s.version.store(v + 2, std::memory_order_release);
   header_->written.store(index + 1, std::memory_order_release);
   header_->heartbeat_ns.store(f.start_ns, std::memory_order_relaxed);
-  current_ = index;
   return index;
 }
 
-void RecordRing::finish(uint64_t index, uint64_t end_ns, OpState state, uint16_t status) {
+void RecordRing::finish(uint64_t index, uint64_t end_ns, OpState state, uint16_t status, uint64_t start_ns) {
   RecordSlot& s = slots_[index & (capacity_ - 1)];
   const uint64_t v = s.version.load(std::memory_order_relaxed);
   s.version.store(v + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   s.end_ns.store(end_ns, std::memory_order_relaxed);
+  if (start_ns != 0) s.start_ns.store(start_ns, std::memory_order_relaxed);
   uint64_t packed = s.packed.load(std::memory_order_relaxed);
   packed = (packed & ~(uint64_t{0xFFFFFF} << 32)) | uint64_t(state) << 32 | uint64_t(status) << 40;
   s.packed.store(packed, std::memory_order_relaxed);
   s.version.store(v + 2, std::memory_order_release);
   header_->heartbeat_ns.store(end_ns, std::memory_order_relaxed);
-  current_ = UINT64_MAX;
 }
 
 void RecordRing::mark_failed(const std::string& reason) {

@@ -4,9 +4,10 @@
 // that the records of a process that is killed or stopped can still be read by tools/zw_flight. Writing allocates
 // nothing and takes no lock.
 //
-// Threading: one writer at a time (the holder of the communicator's run token; successive holders are ordered by
-// the communicator's mutex). Any thread may read with snapshot(): each slot is a seqlock, and a slot that changes
-// while it is copied is skipped. Non-goals: more than one concurrent writer, resizing.
+// Threading: one writer of a slot at a time (host path: the holder of the communicator's run token, ordered by the
+// communicator's mutex; device path: the issuer begins, the consumer finishes, device_ops.h). Any thread may read with
+// snapshot(): each slot is a seqlock, and a slot that changes while it is copied is skipped. Non-goals: more than one
+// concurrent writer, resizing.
 #pragma once
 
 #include <cstddef>
@@ -41,8 +42,10 @@ class RecordRing {
 
   // Writer: starts the record of a new operation (state kRunning) and returns its slot index for finish().
   uint64_t begin(const OpFields& f);
-  // Writer: completes the record begun as `index` (end time, state, status).
-  void finish(uint64_t index, uint64_t end_ns, OpState state, uint16_t status);
+  // Writer: completes the record begun as `index` (end time, state, status; with `start_ns` non-zero, the start time
+  // too: the device path learns it only at the end). The finisher may be another thread than the beginner, provided
+  // no two threads write one slot at once (the device path's consumer finishes records the issuer no longer touches).
+  void finish(uint64_t index, uint64_t end_ns, OpState state, uint16_t status, uint64_t start_ns = 0);
   // Any thread: the issue of operation `seq` (one relaxed store).
   void note_enqueued(uint64_t seq) { header_->last_enqueued.store(seq, std::memory_order_relaxed); }
   // Writer: marks the ring as belonging to a failed communicator, with the reason (truncated).
@@ -67,7 +70,6 @@ class RecordRing {
   RingHeader* header_ = nullptr;
   RecordSlot* slots_ = nullptr;
   size_t capacity_ = 0;
-  uint64_t current_ = UINT64_MAX;  // index of the record begun and not finished (writer only)
   std::string file_;
 };
 

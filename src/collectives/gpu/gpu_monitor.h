@@ -1,0 +1,101 @@
+// collectives/gpu/gpu_monitor.h — the monitoring records of the node-local device path (gpu_comm.h): every
+// operation GpuComm::run is given leaves a record in the communicator's device records (monitor/device_ops.h) with
+// its op, bytes, algorithm, sequence number, enqueue time, the start and end of its kernels on the GPU, and status.
+//
+// Start and end come from two CUDA events per record slot (created when the engine is set up, timing enabled), one
+// recorded before the operation's kernels and one after; the monitor's consumer (its service thread) reads them once
+// the end event completed: the run time is the events' elapsed time, and both are placed on this host's
+// CLOCK_MONOTONIC through an anchor — an event recorded on a private stream and seen complete by a short poll (within
+// 100 µs; the anchor is the middle of that window and renewed every second, so that the float milliseconds CUDA
+// reports keep sub-µs resolution). Without an anchor the end is the time the completion was seen. Status: a failure
+// the kernels reported (a peer that never arrived, an abort) for this or an earlier operation, or an error the event
+// reports, else done.
+//
+// Issuing path: one clock read, the record's fields, two cudaEventRecord calls; no lock, no allocation.
+// Threading: begin/mark/commit on the issuing thread; DeviceOpSource calls on the monitor's consumer.
+// Non-goals: per-kernel breakdown (one span per operation), the staged path (its host chunks are host records).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "collectives/monitor/device_ops.h"
+#include "zerowire/status.h"
+
+namespace zw::internal {
+class CommImpl;
+namespace monitor {
+class CommMonitor;
+}
+}  // namespace zw::internal
+
+namespace zw::internal::gpu {
+
+struct GpuShared;  // gpu_comm.h
+
+// The CUDA side: events per slot, the clock anchor, completion and status of a slot's operation.
+class GpuOpTimer final : public monitor::DeviceOpSource {
+ public:
+  GpuOpTimer(int device, std::shared_ptr<GpuShared> shared) : device_(device), shared_(std::move(shared)) {}
+  ~GpuOpTimer() override;
+  // Creates the events of `slots` records and the anchor's stream (the engine's creation, on its device).
+  Status init(size_t slots);
+
+  Status mark_start(size_t slot, cudaStream_t stream) { return mark(start_[slot], stream); }
+  Status mark_end(size_t slot, cudaStream_t stream) { return mark(end_[slot], stream); }
+
+  void refresh() override;
+  monitor::DeviceCompletion completion(size_t slot, uint64_t seq) override;
+
+ private:
+  static Status mark(cudaEvent_t e, cudaStream_t stream);
+  bool try_anchor();
+
+  int device_;
+  std::shared_ptr<GpuShared> shared_;  // the kernels' failure word
+  std::vector<cudaEvent_t> start_, end_;
+  cudaStream_t anchor_stream_ = nullptr;
+  cudaEvent_t anchor_[2] = {nullptr, nullptr};  // the current anchor and the one being taken
+  int current_ = -1;                            // index of the valid anchor (-1: none yet)
+  uint64_t anchor_ns_ = 0;                      // its CLOCK_MONOTONIC time
+  uint64_t anchored_at_ns_ = 0;                 // when it was taken
+};
+
+// What GpuComm holds: the records, and the timer that completes them.
+class GpuOpRecorder {
+ public:
+  GpuOpRecorder() = default;
+  GpuOpRecorder(const GpuOpRecorder&) = delete;
+  GpuOpRecorder& operator=(const GpuOpRecorder&) = delete;
+  ~GpuOpRecorder() { detach(); }
+
+  // Attaches the device records to the communicator's monitor (nothing when monitoring is off; a failure to set up
+  // the events is logged and leaves monitoring of the device path off).
+  void attach(CommImpl& impl, int device, std::shared_ptr<GpuShared> shared);
+  // The engine's operations are finished (or given up): the records finish what completed.
+  void detach();
+
+  // Issuing thread (no-ops when off; kNoSlot when no record slot is free).
+  size_t begin(const OpDesc& desc, monitor::DeviceAlgo algo, uint64_t seq, int world_size, int64_t enqueue_ns) {
+    return ops_ ? ops_->begin(desc, algo, seq, world_size, enqueue_ns) : monitor::DeviceOps::kNoSlot;
+  }
+  Status mark_start(size_t slot, cudaStream_t stream) {
+    return slot == monitor::DeviceOps::kNoSlot ? Status() : timer_->mark_start(slot, stream);
+  }
+  Status mark_end(size_t slot, cudaStream_t stream) {
+    return slot == monitor::DeviceOps::kNoSlot ? Status() : timer_->mark_end(slot, stream);
+  }
+  void commit(size_t slot, const Status& status, int64_t now_ns) {
+    if (ops_) ops_->commit(slot, status, now_ns);
+  }
+
+ private:
+  std::shared_ptr<monitor::CommMonitor> monitor_;
+  std::shared_ptr<GpuOpTimer> timer_;
+  monitor::DeviceOps* ops_ = nullptr;
+};
+
+}  // namespace zw::internal::gpu

@@ -1,0 +1,234 @@
+// The device path's records (monitor/device_ops.h) with a scripted completion source in place of CUDA events: every
+// operation leaves a record (also one refused at issue, and one that failed on the device), records finish in issue
+// order with the device's start and end, a consumer racing the issuer loses nothing, a full ring counts the
+// operation it leaves out, and the exporter shows the device path (transport cuda_ipc, path="device", the JSON's
+// "device" object). The CUDA side (gpu/gpu_monitor.cc) is tested on a GPU by monitor_gpu_test.cc.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "collectives/monitor/comm_monitor.h"
+#include "collectives/monitor/device_ops.h"
+#include "collectives/monitor/exporter.h"
+
+namespace zw::internal::monitor {
+namespace {
+
+// Completions as a test scripts them: seq -> completion (absent: pending).
+class ScriptedSource final : public DeviceOpSource {
+ public:
+  void complete(uint64_t seq, DeviceCompletion c) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_[seq] = c;
+  }
+  DeviceCompletion completion(size_t, uint64_t seq) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = done_.find(seq);
+    return it == done_.end() ? DeviceCompletion{} : it->second;
+  }
+  void refresh() override { refreshes.fetch_add(1); }
+  std::atomic<int> refreshes{0};
+
+ private:
+  std::mutex mutex_;
+  std::map<uint64_t, DeviceCompletion> done_;
+};
+
+DeviceCompletion done_at(uint64_t start, uint64_t end) {
+  return DeviceCompletion{DeviceCompletion::State::kDone, start, end, 0};
+}
+
+RingIdentity who() { return RingIdentity{1, 2, 0, "hostx", "dev-comm", "cuda_ipc"}; }
+
+OpDesc all_reduce_of(uint64_t count) {
+  return OpDesc{OpKind::kAllReduce, Algo::kRing, DataType::kFloat32, ReduceOp::kSum, 0, count};
+}
+
+TEST(DeviceOps, RecordsFinishInIssueOrderWithTheDevicesTimes) {
+  auto made = DeviceOps::create(16, who(), "");
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  DeviceOps& d = *made.value();
+  ScriptedSource src;
+  for (uint64_t s = 1; s <= 3; ++s) {
+    const size_t slot = d.begin(all_reduce_of(256 * s), DeviceAlgo::kDirect, s, 2, static_cast<int64_t>(1000 * s));
+    ASSERT_NE(slot, DeviceOps::kNoSlot);
+    d.commit(slot, Status(), 0);
+  }
+  EXPECT_EQ(d.issued(), 3u);
+  EXPECT_EQ(d.in_flight(), 3u);
+  OpFields cur;
+  ASSERT_TRUE(d.ring().running(&cur));  // the last one issued shows as running
+  EXPECT_EQ(cur.seq, 3u);
+  EXPECT_EQ(cur.path, static_cast<uint8_t>(PathKind::kDevice));
+  // The second completes before the first is known: nothing may finish out of order.
+  src.complete(2, done_at(2500, 2700));
+  EXPECT_EQ(d.consume(src), 0u);
+  EXPECT_EQ(d.in_flight(), 3u);
+  src.complete(1, done_at(1200, 1900));
+  EXPECT_EQ(d.consume(src), 2u);
+  EXPECT_EQ(d.in_flight(), 1u);
+  // A start the anchor put before the enqueue is moved to it, keeping the run time.
+  src.complete(3, done_at(2900, 3400));
+  EXPECT_EQ(d.consume(src), 1u);
+  EXPECT_EQ(d.in_flight(), 0u);
+  auto recs = d.ring().snapshot();
+  ASSERT_EQ(recs.size(), 3u);
+  const uint64_t starts[] = {1200, 2500, 3000}, ends[] = {1900, 2700, 3500};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(recs[i].seq, i + 1);
+    EXPECT_EQ(recs[i].coll_index, i);
+    EXPECT_EQ(recs[i].state, static_cast<uint8_t>(OpState::kDone));
+    EXPECT_EQ(recs[i].kind, static_cast<uint8_t>(OpKind::kAllReduce));
+    EXPECT_EQ(recs[i].bytes, 1024 * (i + 1));
+    EXPECT_EQ(recs[i].enqueue_ns, 1000 * (i + 1));
+    EXPECT_EQ(recs[i].start_ns, starts[i]) << i;
+    EXPECT_EQ(recs[i].end_ns, ends[i]) << i;
+    EXPECT_EQ(recs[i].path, static_cast<uint8_t>(PathKind::kDevice));
+  }
+  const StatCell& c = d.stats().cell(static_cast<int>(OpKind::kAllReduce), size_bucket(1024));
+  EXPECT_EQ(c.count.load(), 1u);
+  EXPECT_EQ(c.time_ns.load(), 700u);
+  EXPECT_EQ(d.stats().cell(static_cast<int>(OpKind::kAllReduce), size_bucket(3072)).time_ns.load(), 500u);
+  EXPECT_GE(src.refreshes.load(), 1);
+}
+
+TEST(DeviceOps, AnOperationRefusedAtIssueOrFailedOnTheDeviceIsRecordedFailed) {
+  auto made = DeviceOps::create(16, who(), "");
+  ASSERT_TRUE(made.ok());
+  DeviceOps& d = *made.value();
+  ScriptedSource src;
+  size_t slot = d.begin(all_reduce_of(64), DeviceAlgo::kRing, 1, 2, 100);
+  d.commit(slot, Status(Code::kDesync, "rank 1 issued all_gather"), 150);
+  slot = d.begin(all_reduce_of(64), DeviceAlgo::kRing, 2, 2, 200);
+  d.commit(slot, Status(), 0);
+  src.complete(2, DeviceCompletion{DeviceCompletion::State::kFailed, 210, 5000, static_cast<uint16_t>(Code::kTimeout)});
+  EXPECT_EQ(d.consume(src), 2u);
+  auto recs = d.ring().snapshot();
+  ASSERT_EQ(recs.size(), 2u);
+  EXPECT_EQ(recs[0].state, static_cast<uint8_t>(OpState::kFailed));
+  EXPECT_EQ(recs[0].status, static_cast<uint16_t>(Code::kDesync));
+  EXPECT_EQ(recs[0].end_ns, 150u);
+  EXPECT_EQ(recs[1].state, static_cast<uint8_t>(OpState::kFailed));
+  EXPECT_EQ(recs[1].status, static_cast<uint16_t>(Code::kTimeout));
+  EXPECT_EQ(d.ring().header().failed.load(), 1u);
+  EXPECT_NE(std::string(d.ring().header().reason).find("rank 1 issued all_gather"), std::string::npos);
+  EXPECT_EQ(d.stats().cell(static_cast<int>(OpKind::kAllReduce), size_bucket(256)).errors.load(), 2u);
+}
+
+TEST(DeviceOps, AFullRingCountsTheOperationItLeavesOutAndFreesAsTheDeviceCatchesUp) {
+  auto made = DeviceOps::create(16, who(), "");
+  ASSERT_TRUE(made.ok());
+  DeviceOps& d = *made.value();
+  ScriptedSource src;
+  for (uint64_t s = 1; s <= 16; ++s) d.commit(d.begin(all_reduce_of(4), DeviceAlgo::kDirect, s, 2, 10), Status(), 0);
+  EXPECT_EQ(d.begin(all_reduce_of(4), DeviceAlgo::kDirect, 17, 2, 10), DeviceOps::kNoSlot);
+  EXPECT_EQ(d.untracked(), 1u);
+  src.complete(1, done_at(20, 30));
+  EXPECT_EQ(d.consume(src), 1u);
+  const size_t slot = d.begin(all_reduce_of(4), DeviceAlgo::kDirect, 18, 2, 40);
+  ASSERT_NE(slot, DeviceOps::kNoSlot);
+  d.commit(slot, Status(), 0);
+  auto recs = d.ring().snapshot();
+  ASSERT_EQ(recs.size(), 16u);
+  EXPECT_EQ(recs.front().seq, 2u);
+  EXPECT_EQ(recs.back().seq, 18u);
+}
+
+// The issuer and a consumer thread at once (the service thread's role): every operation finishes exactly once, in
+// order, with its own times.
+TEST(DeviceOps, AConsumerRacingTheIssuerFinishesEveryOperationOnce) {
+  auto made = DeviceOps::create(64, who(), "");
+  ASSERT_TRUE(made.ok());
+  DeviceOps& d = *made.value();
+  ScriptedSource src;
+  constexpr uint64_t kOps = 20000;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> consumed{0};
+  std::thread consumer([&] {
+    while (!stop.load() || consumed.load() < kOps) consumed.fetch_add(d.consume(src));
+  });
+  uint64_t left_out = 0;
+  for (uint64_t s = 1; s <= kOps; ++s) {
+    size_t slot = d.begin(all_reduce_of(s % 100), DeviceAlgo::kDirect, s, 2, static_cast<int64_t>(10 * s));
+    while (slot == DeviceOps::kNoSlot) {  // full: the device (here: this thread) completes, the consumer frees
+      ++left_out;
+      slot = d.begin(all_reduce_of(s % 100), DeviceAlgo::kDirect, s, 2, static_cast<int64_t>(10 * s));
+    }
+    d.commit(slot, Status(), 0);
+    src.complete(s, done_at(10 * s + 1, 10 * s + 5));
+  }
+  stop = true;
+  consumer.join();
+  EXPECT_EQ(consumed.load(), kOps);
+  EXPECT_EQ(d.in_flight(), 0u);
+  EXPECT_EQ(d.untracked(), left_out);
+  auto recs = d.ring().snapshot();
+  ASSERT_EQ(recs.size(), 64u);
+  for (size_t i = 0; i < recs.size(); ++i) {
+    const uint64_t s = kOps - 63 + i;
+    EXPECT_EQ(recs[i].seq, s);
+    EXPECT_EQ(recs[i].start_ns, 10 * s + 1);
+    EXPECT_EQ(recs[i].end_ns, 10 * s + 5);
+  }
+  uint64_t counted = 0;
+  for (int b = 0; b < kSizeBuckets; ++b)
+    counted += d.stats().cell(static_cast<int>(OpKind::kAllReduce), b).count.load();
+  EXPECT_EQ(counted, kOps);
+}
+
+TEST(DeviceOps, TheExporterShowsTheDevicePathBesideTheHostPath) {
+  MonitorSetup setup;
+  setup.rank = 0;
+  setup.size = 2;
+  setup.comm = "dev-export";
+  setup.transport = "shm";
+  setup.hosts = {"h", "h"};
+  setup.pids = {1, 2};
+  auto m = CommMonitor::create(setup);
+  ASSERT_TRUE(m);
+  auto src = std::make_shared<ScriptedSource>();
+  DeviceOps* d = m->attach_device(src, "cuda_ipc", 16);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(m->attach_device(src, "cuda_ipc", 16), nullptr);  // one device path per communicator
+  const OpDesc ag{OpKind::kAllGather, Algo::kRing, DataType::kBFloat16, ReduceOp::kSum, 0, 2048};
+  d->commit(d->begin(ag, DeviceAlgo::kCopyEngine, 1, 2, 100), Status(), 0);
+  d->commit(d->begin(ag, DeviceAlgo::kCopyEngine, 2, 2, 200), Status(), 0);
+  src->complete(1, done_at(150, 4150));
+  m->consume_device();
+  const std::string text = render_prometheus({m});
+  EXPECT_NE(
+      text.find("zerowire_operations_total{comm=\"dev-export\",rank=\"0\",op=\"all_gather\",transport=\"cuda_ipc\","
+                "algo=\"copy_engine\",size_le_bytes=\"8192\"} 1\n"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("zerowire_operations_in_flight{comm=\"dev-export\",rank=\"0\",path=\"device\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("zerowire_operations_issued_total{comm=\"dev-export\",rank=\"0\",path=\"device\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("zerowire_current_operation_running_seconds{comm=\"dev-export\",rank=\"0\",path=\"device\","
+                      "op=\"all_gather\",seq=\"2\"}"),
+            std::string::npos);
+  const std::string json = render_comm_json(*m);
+  const size_t dev = json.find("\"device\":{\"transport\":\"cuda_ipc\",\"issued\":2,\"in_flight\":1");
+  ASSERT_NE(dev, std::string::npos) << json;
+  EXPECT_NE(json.find("\"algo\":\"copy_engine\",\"dtype\":\"bfloat16\"", dev), std::string::npos) << json;
+  EXPECT_NE(json.find("\"path\":\"device\",\"state\":\"done\",\"status\":\"OK\",\"enqueue_ns\":100,\"start_ns\":150,"
+                      "\"end_ns\":4150",
+                      dev),
+            std::string::npos)
+      << json;
+  // The engine goes: what completed finishes, the rest stays running (the flight recorder's answer).
+  src->complete(2, done_at(4200, 4300));
+  m->detach_device();
+  EXPECT_EQ(m->device()->in_flight(), 0u);
+  src->complete(3, done_at(0, 0));
+  m->consume_device();  // detached: nothing left to consume, and no source to call
+  m->retire();
+}
+
+}  // namespace
+}  // namespace zw::internal::monitor
