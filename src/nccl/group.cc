@@ -9,8 +9,9 @@
 // group as one zw::send_recv batch: every rank orders its group the same way whatever the interleaving it used,
 // and a batch posts all receives before any send waits (NCCL's deadlock-free group semantics).
 // Host memory (zerowire's extension) is waited for before issue() returns; device memory is stream-ordered, and its
-// Work handles are kept for ncclCommGetAsyncError.
+// Work handles are kept for ncclCommGetAsyncError. An all-to-all in place runs from a copy of its input (copy_aside).
 #include <algorithm>
+#include <cstring>
 
 #include "kernels/reduce.h"
 #include "nccl/nccl_internal.h"
@@ -48,6 +49,37 @@ void prescale_host(ncclComm* comm, Op& op) {
   kernels::scale(o.dtype, comm->scratch.data(), o.input.ptr, bytes / dtype_size(o.dtype), o.premul);
   o.input = MemRef::host(comm->scratch.data(), bytes);  // an in-place operation becomes out of place
   o.premul = 1.0;
+}
+
+bool overlaps(const CollectiveOptions& o) {
+  const auto *a = o.input.data(), *b = o.output.data();
+  return o.input.bytes > 0 && o.output.bytes > 0 && a < b + o.output.bytes && b < a + o.input.bytes;
+}
+
+// ncclAlltoAll with overlapping buffers (NCCL accepts sendbuff == recvbuff, and nccl-tests runs it so): zerowire's
+// all_to_all has no in-place form, so the input is first copied aside — host memory into the communicator's scratch,
+// device memory into a stream-ordered allocation on the operation's stream (*aside; the caller frees it there after
+// the operation, so nothing waits for the device).
+ncclResult_t copy_aside(ncclComm* comm, Op& op, void** aside) {
+  CollectiveOptions& o = op.options;
+  const size_t bytes = o.input.bytes;
+  if (op.host) {
+    if (comm->scratch.size() < bytes) comm->scratch.resize(bytes);
+    std::memcpy(comm->scratch.data(), o.input.ptr, bytes);
+    o.input = MemRef::host(comm->scratch.data(), bytes);
+    return ncclSuccess;
+  }
+  auto stream = static_cast<cudaStream_t>(o.stream);
+  int saved = -1;
+  cudaGetDevice(&saved);
+  cudaSetDevice(o.input.device);
+  cudaError_t e = cudaMallocAsync(aside, bytes, stream);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(*aside, o.input.ptr, bytes, cudaMemcpyDeviceToDevice, stream);
+  if (saved >= 0) cudaSetDevice(saved);
+  if (e != cudaSuccess)
+    return cuda_fail(comm, e, "ncclAlltoAll in place on rank " + std::to_string(comm->rank) + ": copying the input aside");
+  o.input.ptr = *aside;
+  return ncclSuccess;
 }
 
 Result<Work> start(Communicator& zc, const Op& op) {
@@ -139,7 +171,12 @@ ncclResult_t issue(ncclComm* comm, std::span<Op> ops) {
       continue;
     }
     if (op.host && op.options.premul != 1.0) prescale_host(comm, op);
-    if (ncclResult_t r = track(comm, start(zc, op), op.host, op_name(op.kind)); r != ncclSuccess) return r;
+    void* aside = nullptr;
+    if (op.kind == Op::kAllToAll && overlaps(op.options))
+      if (ncclResult_t r = copy_aside(comm, op, &aside); r != ncclSuccess) return r;
+    ncclResult_t r = track(comm, start(zc, op), op.host, op_name(op.kind));
+    if (aside != nullptr) cudaFreeAsync(aside, static_cast<cudaStream_t>(op.options.stream));
+    if (r != ncclSuccess) return r;
   }
   if (batch.empty()) return ncclSuccess;
   return track(comm, send_recv(zc, batch), batch_host, batch.size() == 1 ? op_name(ops.back().kind) : "ncclGroupEnd");

@@ -70,6 +70,10 @@ TEST_P(NcclHost, EveryCollective) {
     EXPECT_NCCL_OK(ncclScatter(in.data(), out.data(), count, ncclFloat, root, comm, nullptr));
     for (size_t i = 0; i < count; ++i) ASSERT_EQ(out[i], val(root, r * count + i)) << "scatter";
     // In place, NCCL's placement.
+    std::vector<float> a2a(in);  // all-to-all in place: NCCL accepts it (nccl-tests runs it); zerowire stages the input
+    EXPECT_NCCL_OK(ncclAlltoAll(a2a.data(), a2a.data(), count, ncclFloat, comm, nullptr));
+    for (int p = 0; p < n; ++p)
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(a2a[p * count + i], val(p, r * count + i)) << "alltoall in place";
     std::vector<float> ag(count * n);
     for (size_t i = 0; i < count; ++i) ag[r * count + i] = val(r, i);
     EXPECT_NCCL_OK(ncclAllGather(ag.data() + r * count, ag.data(), count, ncclFloat, comm, nullptr));
