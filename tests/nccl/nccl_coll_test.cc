@@ -74,6 +74,18 @@ TEST_P(NcclHost, EveryCollective) {
     EXPECT_NCCL_OK(ncclAlltoAll(a2a.data(), a2a.data(), count, ncclFloat, comm, nullptr));
     for (int p = 0; p < n; ++p)
       for (size_t i = 0; i < count; ++i) ASSERT_EQ(a2a[p * count + i], val(p, r * count + i)) << "alltoall in place";
+    std::vector<float> rs(in);  // reduce-scatter, gather and scatter in place, as nccl-tests places them
+    EXPECT_NCCL_OK(ncclReduceScatter(rs.data(), rs.data() + r * count, count, ncclFloat, ncclMax, comm, nullptr));
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(rs[r * count + i], val(n - 1, r * count + i)) << "rs in place";
+    std::vector<float> g(count * n);
+    for (size_t i = 0; i < count; ++i) g[r * count + i] = val(r, i);
+    EXPECT_NCCL_OK(ncclGather(g.data() + r * count, g.data(), count, ncclFloat, root, comm, nullptr));
+    if (r == root) {
+      for (int p = 0; p < n; ++p) ASSERT_EQ(g[p * count + 5], val(p, 5)) << "gather in place";
+    }
+    std::vector<float> sc(in);
+    EXPECT_NCCL_OK(ncclScatter(sc.data(), sc.data() + r * count, count, ncclFloat, root, comm, nullptr));
+    ASSERT_EQ(sc[r * count + 3], val(root, r * count + 3)) << "scatter in place";
     std::vector<float> ag(count * n);
     for (size_t i = 0; i < count; ++i) ag[r * count + i] = val(r, i);
     EXPECT_NCCL_OK(ncclAllGather(ag.data() + r * count, ag.data(), count, ncclFloat, comm, nullptr));
