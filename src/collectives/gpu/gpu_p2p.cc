@@ -5,8 +5,17 @@
 // the caller's stream is drained after the device-to-host copies of the sends, the host batch (or host all_to_all)
 // runs over the communicator's transport and is waited for, and the host-to-device copies of the receives are
 // waited for before the call returns. Correct for any pattern, but the host waits (NCCL returns at once) and nothing
-// overlaps: this is the path to replace by cuda_ipc mappings on one node and by the staged engine's pipelined
-// stream waits across hosts.
+// overlaps. What stream order needs, not done yet:
+//  - all_to_all on one node (GpuComm, gpu_comm.h): an op kind whose exchange maps every peer's output, then the arrive
+//    barrier, one copy per destination with its own source (input block p -> rank p's output at this rank's block;
+//    copy engines on forked streams as enqueue_copy_engine does for all-gather, whose copies share one source), and
+//    the done barrier; the communicator-wide sequence numbers fit, as every rank takes part.
+//  - send/recv batches on one node: only the peers of the batch take part, so the communicator-wide sequence numbers
+//    and barriers of GpuComm do not fit; they need a sequence number per pair of ranks in the signal block, the
+//    batch's descriptors through the per-peer mailbox slots (the receiver's buffer handle to the sender), and a kernel
+//    (or copy-engine copies between pair barriers) that writes each send into the mapped receive buffer.
+//  - across hosts: StagedGpu's mechanism (gpu_staged.h: D2H on the stream, the host operation as a task on the
+//    communicator's worker, cuStreamWaitValue32 on a pinned flag before the H2D) with a send_recv batch as the task.
 // Staging memory: one pageable buffer per calling thread, grown to the largest batch and kept.
 // Non-goals: CUDA graph capture (the host waits), overlap of several batches.
 #include <cuda_runtime_api.h>
