@@ -7,10 +7,13 @@
 // cannot (host memory, a tensor factor, a device path that refuses) the input is first scaled into a temporary
 // (input × factor, rounded to the input's dtype) and summed. Both give torch's definition: sum over ranks of
 // factor·input.
+// Destinations that peers write into on the host path (all-gather and all-to-all outputs, all-reduce and broadcast
+// buffers, receives) get huge pages where torch's 4 KiB pages would slow the writes (prefer_huge_pages, host_pages.h).
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
 #include "backend.h"
+#include "host_pages.h"
 #include "tensors.h"
 
 namespace zwt {
@@ -81,6 +84,7 @@ c10::intrusive_ptr<c10d::Work> ZwBackend::broadcast(std::vector<at::Tensor>& ten
   o.count = p.count;
   o.dtype = p.dtype;
   o.root = static_cast<int>(opts.rootRank);
+  prefer_huge_pages(t);
   launch.issue(zw::broadcast, o);
   launch.keep(t);
   launch.output(t);
@@ -99,6 +103,7 @@ c10::intrusive_ptr<c10d::Work> ZwBackend::reduce_one(c10d::OpType type, const ch
   o.count = p.count;
   o.dtype = p.dtype;
   o.root = root;
+  if (type == c10d::OpType::ALLREDUCE) prefer_huge_pages(t);
   issue_reduction(launch, type == c10d::OpType::REDUCE ? zw::reduce : zw::all_reduce, o, r, t);
   launch.keep(t);
   launch.output(t);
@@ -137,6 +142,7 @@ c10::intrusive_ptr<c10d::Work> ZwBackend::allreduce_coalesced(std::vector<at::Te
     o.output = mem(tensors[i]);
     o.count = payloads[i].count;
     o.dtype = payloads[i].dtype;
+    prefer_huge_pages(tensors[i]);
     issue_reduction(launch, zw::all_reduce, o, reductions[i], tensors[i]);
     launch.keep(tensors[i]);
     launch.output(tensors[i]);
@@ -164,6 +170,7 @@ c10::intrusive_ptr<c10d::Work> ZwBackend::allgather(std::vector<std::vector<at::
   o.output = mem(flat);
   o.count = p.count;
   o.dtype = p.dtype;
+  prefer_huge_pages(flat);
   launch.issue(zw::all_gather, o);
   launch.keep(in);
   launch.keep(flat);
@@ -200,6 +207,7 @@ c10::intrusive_ptr<c10d::Work> ZwBackend::allgather_into_tensor_coalesced(std::v
     o.output = mem(outputs[i]);
     o.count = p.count;
     o.dtype = p.dtype;
+    prefer_huge_pages(outputs[i]);
     launch.issue(zw::all_gather, o);
     launch.keep(inputs[i]);
     launch.keep(outputs[i]);
@@ -281,6 +289,7 @@ c10::intrusive_ptr<c10d::Work> ZwBackend::alltoall_base(at::Tensor& output, at::
   check_like(op, "output", input, output);
   const int n = getSize();
   Launch launch(*this, c10d::OpType::ALLTOALL_BASE, op, input);
+  prefer_huge_pages(output);
   if (output_split_sizes.empty() && input_split_sizes.empty()) {
     TORCH_CHECK_VALUE(input.numel() % n == 0, "zerowire ", op, ": input has ", input.numel(),
                       " elements, not a multiple of the group size ", n);
@@ -370,6 +379,7 @@ c10::intrusive_ptr<c10d::Work> ZwBackend::point_to_point(zw::P2PKind kind, std::
   p2p.options.count = p.count;
   p2p.options.dtype = p.dtype;
   p2p.options.peer = peer;
+  if (kind == zw::P2PKind::kRecv) prefer_huge_pages(t);
   if (coalescing_) {
     // Posted together at endCoalescing (batch_isend_irecv): a send may wait for its receive, so exchanges in both
     // directions must be one zerowire batch.
