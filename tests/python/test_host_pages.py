@@ -1,6 +1,6 @@
 """Huge pages under CPU destination tensors (python/csrc/host_pages.h), in real processes over shm:
   untouched  a fresh torch.empty output of all_gather_into_tensor is on huge pages after its first call;
-  reused     a touched (torch.full) output is on huge pages after its third call (MADV_COLLAPSE), not before it;
+  reused     a touched (torch.full) output is on huge pages after its third call (MADV_COLLAPSE);
   off        with zerowire._C._huge_page_advice(False) a touched output stays on 4 KiB pages after three calls;
 and every result equals the expected gather. Pages are read from /proc/self/smaps (AnonHugePages of the mappings
 over the tensor's 2 MiB-aligned units). Exits 77 (skipped, with the reason) where transparent huge pages are off or
@@ -19,6 +19,11 @@ from zw_testing import finish, main_world, run
 
 MIB = 1 << 20
 HUGE = 2 * MIB
+
+
+def aligned_bytes(t):
+    p, n = t.data_ptr(), t.nbytes
+    return max(0, (p + n) // HUGE * HUGE - (p + HUGE - 1) // HUGE * HUGE)
 
 
 def huge_bytes(t):
@@ -76,12 +81,13 @@ def pages(ctx):
     expect("untouched output on huge pages after its first call", huge_bytes(fresh) > 0, f"{huge_bytes(fresh)} bytes")
 
     reused = torch.full((per * ctx.world,), 0.0)
-    expect("touched output: results of two calls", gather(reused, 2))
-    before = huge_bytes(reused)
-    expect("touched output: result of the third call", gather(reused, 1))
-    after = huge_bytes(reused)
-    expect("touched output moves onto huge pages at its third call", before == 0 and after > 0,
-           f"{before} bytes after two calls, {after} after three")
+    expect("touched output: results of three calls", gather(reused, 3))
+    # After the third call every aligned unit is huge (one unit of slack: a unit whose pages a peer's write had
+    # pinned at that moment stays small). Before it, khugepaged may already have collapsed some units of the range
+    # the first call advised, so only the end state is checked.
+    want_huge = aligned_bytes(reused) - HUGE
+    expect("touched output on huge pages after its third call", huge_bytes(reused) >= want_huge,
+           f"{huge_bytes(reused)} bytes huge of {aligned_bytes(reused)}")
 
     previous = zerowire._C._huge_page_advice(False)
     try:
