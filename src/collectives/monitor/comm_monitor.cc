@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "collectives/monitor/exporter.h"
 #include "collectives/monitor/monitor_service.h"
 #include "common/clock.h"
 #include "common/knobs.h"
@@ -50,8 +51,24 @@ std::shared_ptr<CommMonitor> CommMonitor::create(MonitorSetup setup) {
     m->runs_.assign(2 * m->window_, 0);
   }
   MonitorService::instance().add(m);
+  m->publish_endpoint();
   return m;
 }
+
+// Tells tools that find the job through its store (zwtop --store) where this rank's metrics endpoint listens.
+void CommMonitor::publish_endpoint() {
+  const int port = MonitorService::instance().port();
+  if (port <= 0 || !setup_.store) return;
+  const std::string value = "{\"rank\":" + std::to_string(setup_.rank) + ",\"size\":" + std::to_string(setup_.size) +
+                            ",\"comm\":\"" + escape_text(label()) + "\",\"host\":\"" +
+                            escape_text(setup_.hosts[static_cast<size_t>(setup_.rank)]) + "\",\"addr\":\"" +
+                            escape_text(knobs().metrics_addr) + "\",\"port\":" + std::to_string(port) +
+                            ",\"pid\":" + std::to_string(getpid()) + "}";
+  Status s = setup_.store->set(endpoint_key(setup_.rank), value);
+  if (!s.ok()) ZW_INFO(kColl, "metrics endpoint not published in the store: %s", s.to_string().c_str());
+}
+
+std::string CommMonitor::endpoint_key(int rank) { return "monitor/endpoint/" + std::to_string(rank); }
 
 CommMonitor::~CommMonitor() = default;
 

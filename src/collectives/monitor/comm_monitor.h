@@ -80,11 +80,16 @@ class CommMonitor {
   StragglerVerdict verdict() const;
   uint64_t windows_judged() const { return judged_.load(std::memory_order_relaxed); }
 
+  // The store key (under the communicator's prefix "zw/NAME/GENERATION/") where rank `rank` publishes its metrics
+  // endpoint as JSON {rank, size, comm, host, addr, port, pid} when ZW_METRICS_PORT is set (read by zwtop --store).
+  static std::string endpoint_key(int rank);
+
   // Service thread: publishes a full window of run times and, on rank 0, judges the windows every rank published.
   void service_tick();
 
  private:
   explicit CommMonitor(MonitorSetup setup) : setup_(std::move(setup)), links_(setup_.size) {}
+  void publish_endpoint();
   void window_done();
   void judge_ready_windows();
   std::string window_key(uint64_t window, int rank) const;

@@ -12,6 +12,12 @@
                                       flight files of all ranks say it never reached collective 20 and the others did
   zwtop     ZWRUN PROBE ZWTOP         zwtop runs in tmux against a live job; its screen shows the collective, each
                                       rank's row and the straggler mark
+  zwtop_store PROBE ZWTOP STORE_TOOL [TORCHPY]
+                                      a job launched as torchrun launches it (RANK, MASTER_ADDR/PORT,
+                                      TORCHELASTIC_RUN_ID: rank 0 serves the store at MASTER_PORT+1, token derived
+                                      from the run id), no zwrun: zwtop --store MASTER_ADDR:MASTER_PORT finds both
+                                      ranks through the store; with TORCHPY (a python with torch), the same endpoints
+                                      published under a torch c10d TCPStore's keys are found through torch
 """
 import json
 import os
@@ -299,6 +305,75 @@ def zwtop(zwrun, probe, zwtop_path):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def zwtop_store(probe, zwtop_path, store_tool, torchpy=""):
+    tmp = tempfile.mkdtemp(prefix="zw_mon_store_")
+    hold = os.path.join(tmp, "hold")
+    master, metrics = free_port_base(2), free_port_base(2)
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master), TORCHELASTIC_RUN_ID=f"run{os.getpid()}",
+               WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", ZW_METRICS_PORT=str(metrics))
+    env.pop("ZW_AUTH_TOKEN", None)
+    env.pop("ZW_STORE_ADDR", None)
+    jobs = [subprocess.Popen([probe, "--ops", "25", "--hold-file", hold], env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    try:
+        for r in range(2):
+            wait_ops(metrics + r, 25)
+        # zwtop runs with the job's launcher variables (the run id makes the token) but is not a rank itself.
+        top_env = {k: v for k, v in env.items() if k not in ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "ZW_METRICS_PORT")}
+        out = subprocess.run([sys.executable, zwtop_path, "--store", f"127.0.0.1:{master}", "--once",
+                              "--store-tool", store_tool], env=top_env,
+                             capture_output=True, text=True, timeout=120)
+        rows = re.findall(r"^\s+(\d)\s+default\s+\S+\s+(\d+)\s+25\s", out.stdout, re.M)
+        coll = re.search(r"default\s+all_gather\s+8K\s+(\d+)", out.stdout)
+        pids = sorted(str(j.pid) for j in jobs)
+        if out.returncode != 0 or sorted(r for r, _ in rows) != ["0", "1"] or sorted(p for _, p in rows) != pids \
+                or not coll or int(coll.group(1)) != 50:
+            fail(f"zwtop --store (rc {out.returncode}):\n{out.stdout}\n{out.stderr}")
+        print("zwtop --store, zerowire's store at MASTER_PORT+1:\n" + out.stdout)
+        if torchpy:
+            torch_store(torchpy, zwtop_path, tmp, metrics)
+        return 0
+    finally:
+        with open(hold, "w"):
+            pass
+        for j in jobs:
+            try:
+                j.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                j.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+TORCH_MASTER = """
+import datetime, sys, time, torch.distributed as d
+m = d.TCPStore("127.0.0.1", 0, 1, True, timeout=datetime.timedelta(seconds=30), wait_for_workers=False)
+# The keys the torch backend's communicator writes: torch's group prefixes, then zerowire's own.
+s = d.PrefixStore("0/", d.PrefixStore("default_pg", m))
+for r, rec in enumerate(sys.argv[1:]):
+    s.set(f"zw/torch/0/monitor/endpoint/{r}", rec)
+print(m.port, flush=True)
+sys.stdin.read()
+"""
+
+
+def torch_store(torchpy, zwtop_path, tmp, metrics):
+    recs = [json.dumps(dict(rank=r, size=2, comm="torch", host=socket.gethostname(), addr="127.0.0.1",
+                            port=metrics + r, pid=0)) for r in range(2)]
+    master = subprocess.Popen([torchpy, "-c", TORCH_MASTER, *recs], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        port = int(master.stdout.readline())
+        out = subprocess.run([torchpy, zwtop_path, "--store", f"127.0.0.1:{port}", "--once",
+                              "--store-tool", "/nonexistent"], capture_output=True, text=True, timeout=120)
+        rows = re.findall(r"^\s+(\d)\s+default\s", out.stdout, re.M)
+        if out.returncode != 0 or sorted(rows) != ["0", "1"]:
+            fail(f"zwtop --store on a torch store (rc {out.returncode}):\n{out.stdout}\n{out.stderr}")
+        print("zwtop --store, torch's c10d store:\n" + out.stdout)
+    finally:
+        master.communicate(input="", timeout=30)
+
+
 if __name__ == "__main__":
     what, args = sys.argv[1], sys.argv[2:]
-    sys.exit({"endpoint": endpoint, "dump": dump, "straggler": straggler, "flight": flight, "zwtop": zwtop}[what](*args))
+    sys.exit({"endpoint": endpoint, "dump": dump, "straggler": straggler, "flight": flight, "zwtop": zwtop,
+              "zwtop_store": zwtop_store}[what](*args))
