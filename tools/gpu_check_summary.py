@@ -201,9 +201,19 @@ def nccl_tables():
             print(f"{t:<14}{name(size):>9}{float(f[5]):>12.1f}{d.get(size, float('nan')):>14.1f}{float(f[9]):>12.1f}")
 
 
+def ncclapi():
+    """The ncclapi stage's own summary (tools/nccl-tests-check.sh: nccl-tests, torch by LD_PRELOAD, API cost)."""
+    text = lines(os.path.join("ncclapi", "summary.txt"))
+    if text:
+        print("\nlibzwnccl (stage ncclapi, ncclapi/summary.txt):")
+        for line in text:
+            print("  " + line)
+
+
 stages()
 tests()
 collectives()
 short_files()
 nccl_tables()
+ncclapi()
 sys.exit(1 if bad else 0)
