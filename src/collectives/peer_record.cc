@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 
 namespace zw::internal {
 namespace {
@@ -40,15 +39,22 @@ bool from_hex(const std::string& text, std::vector<std::byte>* out) {
   return true;
 }
 
-// A decimal integer in [lo, hi] filling the whole text.
+// A decimal integer in [lo, hi] written as the encoder writes it: digits only, no sign, blanks or leading zeros
+// (strtol alone would take " +0012").
 bool parse_int(const std::string& text, long lo, long hi, long* out) {
-  if (text.empty()) return false;
-  char* end = nullptr;
-  const long v = std::strtol(text.c_str(), &end, 10);
-  if (*end != '\0' || v < lo || v > hi) return false;
+  if (text.empty() || text.size() > 10 || text[0] == '0') return false;
+  long v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  if (v < lo || v > hi) return false;
   *out = v;
   return true;
 }
+
+// An address or host name: not empty, no NUL (C-string users would see another name than the store holds).
+bool plain_text(const std::string& text) { return !text.empty() && text.find('\0') == std::string::npos; }
 
 }  // namespace
 
@@ -77,8 +83,8 @@ Result<PeerRecord> decode_peer_record(const std::string& text, int peer) {
   }
   PeerRecord r;
   long pid = 0, world = 0;
-  if (lines.size() != 5 || !parse_int(lines[2], 1, 0x7fffffffL, &pid) || !parse_int(lines[3], 1, 0x7fffffffL, &world) ||
-      !from_hex(lines[4], &r.inbox_key))
+  if (lines.size() != 5 || !plain_text(lines[0]) || !plain_text(lines[1]) || !parse_int(lines[2], 1, 0x7fffffffL, &pid) ||
+      !parse_int(lines[3], 1, 0x7fffffffL, &world) || !from_hex(lines[4], &r.inbox_key))
     return Status(Code::kProtocolError, "malformed address record of rank " + std::to_string(peer) +
                                             " in the store (is it running the same zerowire version?)");
   r.address = lines[0];

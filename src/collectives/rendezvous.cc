@@ -99,6 +99,7 @@ Status Rendezvous::dispatch(int peer, const transport::Message& msg) {
   std::memcpy(&w, payload.data(), sizeof w);
   if (payload.size() != sizeof w + w.key_len || w.key_len > kMaxKey)
     return Status(Code::kProtocolError, "malformed clear-to-send from " + describe(peer));
+  if (!known_op(w.op)) return unknown_op(peer, "clear-to-send", w.op);
   if (w.credits != 0) ZW_TRY(take_credits(peer, w.credits));
   Cts cts{w.op.seq, w.tag, from_wire(w.op), w.offset, w.bytes, w.key_len, {}};
   std::memcpy(cts.key.data(), payload.data() + sizeof w, w.key_len);
@@ -106,6 +107,14 @@ Status Rendezvous::dispatch(int peer, const transport::Message& msg) {
   note_seen(peer, cts.seq, cts.desc);
   state_[peer].cts.push_back(std::move(cts));
   return Status();
+}
+
+Status Rendezvous::unknown_op(int peer, const char* what, const OpWire& w) const {
+  return Status(Code::kProtocolError, std::string(what) + " from " + describe(peer) + " names an operation this build " +
+                                          "does not know (kind " + std::to_string(w.kind) + ", algorithm " +
+                                          std::to_string(w.algo) + ", dtype " + std::to_string(w.dtype) +
+                                          ", reduction " + std::to_string(w.op) +
+                                          "): are all ranks running the same zerowire version?");
 }
 
 Status Rendezvous::pump() {

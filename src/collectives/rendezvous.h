@@ -36,6 +36,7 @@
 #include "zerowire/store.h"
 
 namespace zw::internal {
+struct OpWire;  // rendezvous_wire.h
 namespace monitor {
 class PeerLinks;  // collectives/monitor/peer_links.h
 }
@@ -184,6 +185,8 @@ class Rendezvous {
   Status explain(const Status& failure);
   Status dispatch(int peer, const transport::Message& msg);
   Status check_desc(int peer, const OpDesc& desc) const;
+  // A message whose operation fields name no known kind, algorithm, dtype or reduction (rendezvous_wire.h).
+  Status unknown_op(int peer, const char* what, const OpWire& w) const;
   // Refusals (refusal.cc): a REFUSE message; those kept for the operation that begins.
   Status on_refusal(int peer, std::span<const std::byte> payload);
   Status check_refusals();

@@ -85,6 +85,7 @@ Status Rendezvous::on_eager(int peer, std::span<const std::byte> payload) {
   if (w.slot >= static_cast<uint32_t>(eager_.slots) || w.bytes > eager_.bytes)
     return Status(Code::kProtocolError, "eager message from " + describe(peer) + " names slot " +
                                             std::to_string(w.slot) + " with " + std::to_string(w.bytes) + " bytes");
+  if (!known_op(w.op)) return unknown_op(peer, "eager message", w.op);
   if (w.credits != 0) ZW_TRY(take_credits(peer, w.credits));
   EagerArrived a{w.op.seq, w.tag, w.bytes, from_wire(w.op), w.slot};
   if (a.seq == seq_) ZW_TRY(check_desc(peer, a.desc));

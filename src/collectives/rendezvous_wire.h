@@ -74,6 +74,12 @@ inline OpWire to_wire(const OpDesc& d, uint64_t seq) {
                 static_cast<uint8_t>(d.op), d.root, d.count, seq};
 }
 
+// Whether every field names something this build knows (a peer's message is checked before from_wire).
+inline bool known_op(const OpWire& w) {
+  return w.kind <= static_cast<uint8_t>(OpKind::kSendRecv) && w.algo <= static_cast<uint8_t>(Algo::kTree) &&
+         w.dtype < kNumDataTypes && w.op < kNumReduceOps;
+}
+
 inline OpDesc from_wire(const OpWire& w) {
   return OpDesc{static_cast<OpKind>(w.kind), static_cast<Algo>(w.algo), static_cast<DataType>(w.dtype),
                 static_cast<ReduceOp>(w.op), w.root, w.count};

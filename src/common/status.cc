@@ -87,7 +87,11 @@ constexpr const char* kDtypeNames[kNumDataTypes] = {"float", "half", "bfloat16",
 constexpr const char* kOpNames[kNumReduceOps] = {"sum", "prod", "min", "max", "avg"};
 }  // namespace
 
-const char* dtype_name(DataType dtype) { return kDtypeNames[static_cast<int>(dtype)]; }
+// Out-of-range values come from peers' bytes (a GPU descriptor, a monitor record): a name, never an overread.
+const char* dtype_name(DataType dtype) {
+  const int i = static_cast<int>(dtype);
+  return i < kNumDataTypes ? kDtypeNames[i] : "?";
+}
 
 Result<DataType> parse_dtype(std::string_view name) {
   for (int i = 0; i < kNumDataTypes; ++i)
@@ -100,7 +104,10 @@ Result<DataType> parse_dtype(std::string_view name) {
                                             "': use float, half, bfloat16, double, int32, int64 or uint8");
 }
 
-const char* reduce_op_name(ReduceOp op) { return kOpNames[static_cast<int>(op)]; }
+const char* reduce_op_name(ReduceOp op) {
+  const int i = static_cast<int>(op);
+  return i < kNumReduceOps ? kOpNames[i] : "?";
+}
 
 Result<ReduceOp> parse_reduce_op(std::string_view name) {
   for (int i = 0; i < kNumReduceOps; ++i)

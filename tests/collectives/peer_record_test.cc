@@ -33,6 +33,20 @@ TEST(PeerRecord, MalformedTextIsAProtocolErrorNamingTheRank) {
   }
 }
 
+// Found by tests/fuzz/fuzz_peer_record: strtol took blanks, signs and leading zeros in the pid and world size, and an
+// empty address or host (or one with a NUL) was accepted.
+TEST(PeerRecord, OnlyTheEncodersSpellingIsAccepted) {
+  using namespace std::string_literals;
+  for (const std::string& text : {"addr\nhost\n +12\n4\n00"s, "addr\nhost\n12\n+4\n00"s, "addr\nhost\n012\n4\n00"s,
+                                  "addr\nhost\n12 \n4\n00"s, "\nhost\n12\n4\n00"s, "addr\n\n12\n4\n00"s,
+                                  "addr\nho\0st\n12\n4\n00"s, "ad\0dr\nhost\n12\n4\n00"s}) {
+    Result<PeerRecord> r = decode_peer_record(text, 2);
+    ASSERT_FALSE(r.ok()) << "accepted: " << text;
+    EXPECT_EQ(r.status().code(), Code::kProtocolError) << text;
+  }
+  EXPECT_TRUE(decode_peer_record("addr\nhost\n12\n4\n0A", 2).ok());
+}
+
 TEST(PeerRecord, RandomHexHasTheLengthAndDigits) {
   const std::string a = random_hex(8), b = random_hex(8);
   EXPECT_EQ(a.size(), 16u);

@@ -4,7 +4,8 @@
 // over a socketpair, headers filled as tcp_post/tcp_endpoint fill them), verbs addresses and CM private data
 // (VerbsAddress::to_string, encode_cm_private), checkpoint indexes (make_layout + index_to_json, DONE as a save
 // writes it) and safetensors shards (SafetensorsWriter); DeepSpeed configs are the real-world files of
-// tests/zero/config/corpus. Deterministic: the same files on every run.
+// tests/zero/config/corpus; the seeds of the collectives' peer messages come from fuzz_corpus_peers.cc.
+// Deterministic: the same files on every run.
 //   fuzz_corpus_gen OUT_DIR      (make_corpus.sh runs it with tests/fuzz/corpus)
 // Non-goals: crash regressions (those are added by hand under corpus/<target>/crash-*, as found).
 #include <sys/socket.h>
@@ -12,6 +13,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 
@@ -32,6 +34,10 @@
 
 namespace fs = std::filesystem;
 using namespace zw;
+
+namespace zw::fuzz {  // fuzz_corpus_peers.cc: the rendezvous, peer record, mailbox and liveness seeds
+void peer_corpora(const std::function<void(const std::string&, const std::string&, std::string_view)>& put);
+}
 
 namespace {
 
@@ -286,6 +292,7 @@ int main(int argc, char** argv) {
   verbs_wire();
   ds_configs();
   checkpoints();
+  fuzz::peer_corpora(put);
   std::cout << "seed corpora written under " << g_out << "\n";
   return 0;
 }

@@ -20,7 +20,8 @@ if [ ${#targets[@]} -eq 0 ]; then
     [ "$n" = fuzz_corpus_gen ] || [ ! -x "$b" ] || targets+=("$n")
   done
 fi
-declare -A max_len=([fuzz_unique_id]=160 [fuzz_shm_wire]=8192 [fuzz_tcp_wire]=16384 [fuzz_verbs_wire]=2048)
+declare -A max_len=([fuzz_unique_id]=160 [fuzz_shm_wire]=8192 [fuzz_tcp_wire]=16384 [fuzz_verbs_wire]=2048
+                  [fuzz_peer_record]=1024 [fuzz_cuda_ipc_mailbox]=2100 [fuzz_verbs_liveness]=256)
 declare -A workers=()
 for kv in ${WORKERS:-}; do workers[${kv%%=*}]=${kv#*=}; done
 

@@ -66,7 +66,7 @@ void Mailbox::unlink_own() {
 void Mailbox::post(uint64_t seq, std::span<const std::byte> payload) {
   Slot& slot = rows_[rank_]->slots[seq % kSlots];
   slot.size = static_cast<uint32_t>(payload.size());
-  std::memcpy(slot.data, payload.data(), payload.size());
+  if (!payload.empty()) std::memcpy(slot.data, payload.data(), payload.size());
   slot.seq.store(seq, std::memory_order_release);
 }
 
@@ -89,7 +89,14 @@ Status Mailbox::wait(int peer, uint64_t seq, Deadline deadline, const std::funct
                                         std::to_string(seq) + " in time (is it blocked in another operation, or did "
                                         "the ranks issue different numbers of GPU collectives?)");
   }
-  out->assign(slot.data, slot.data + slot.size);
+  // The peer's row is shared memory any process of this user may write: its size is checked, not trusted.
+  const uint32_t size = slot.size;
+  if (size > kSlotBytes)
+    return Status(Code::kProtocolError, "rank " + std::to_string(peer) + "'s GPU descriptor of operation " +
+                                            std::to_string(seq) + " claims " + std::to_string(size) +
+                                            " bytes, more than a slot holds (" + std::to_string(kSlotBytes) +
+                                            "): is every rank running the same zerowire build?");
+  out->assign(slot.data, slot.data + size);
   // The peer cannot rewrite this slot before we post seq + 1, so the copy above is consistent.
   return Status();
 }

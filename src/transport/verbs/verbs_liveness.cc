@@ -16,8 +16,7 @@
 namespace zw::transport::verbs {
 namespace {
 
-constexpr uint32_t kHelloMagic = 0x4c56575a;  // "ZWVL"
-constexpr char kGoodbye = 'B';
+constexpr char kGoodbye = static_cast<char>(kLivenessGoodbye);
 constexpr int kKeepIdleS = 2;              // TCP keep-alive: first probe after this idle time
 constexpr int kKeepIntervalS = 1;          // between probes
 constexpr int kKeepProbes = 3;             // unanswered probes before the connection is reset
@@ -85,12 +84,10 @@ Status LivenessMonitor::connect(int peer, const std::string& peer_address, Deadl
                       " (is that process alive? is the port blocked by a firewall?)")
         .at(__FILE__, __LINE__);
   tune(fd->get());
-  uint8_t hello[8];
-  uint32_t r = static_cast<uint32_t>(rank_);
-  std::memcpy(hello, &kHelloMagic, 4);
-  std::memcpy(hello + 4, &r, 4);
-  ZW_TRY(net::send_all(fd->get(), hello, sizeof hello, deadline, who));
-  auto s = std::make_unique<Socket>();
+  const auto hello = encode_liveness_hello(rank_);
+  ZW_TRY(net::send_all(fd->get(), hello.data(), hello.size(), deadline, who));
+  auto s = std::make_unique<Socket>(rank_, world_size_);
+  s->reader.connected_to(peer);
   s->fd = std::move(fd).value();
   s->peer = peer;
   {
@@ -116,7 +113,7 @@ void LivenessMonitor::accept_new() {
       return;
     }
     tune(fd);
-    auto s = std::make_unique<Socket>();
+    auto s = std::make_unique<Socket>(rank_, world_size_);
     s->fd = net::Fd(fd);
     sockets_.push_back(std::move(s));
   }
@@ -127,22 +124,14 @@ bool LivenessMonitor::service(Socket& s, short revents) {
   for (;;) {
     ssize_t n = ::recv(s.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
     if (n > 0) {
-      size_t used = 0;
-      while (s.peer < 0 && s.hello_bytes < sizeof s.hello && used < static_cast<size_t>(n))
-        s.hello[s.hello_bytes++] = static_cast<uint8_t>(buf[used++]);
-      if (s.peer < 0 && s.hello_bytes == sizeof s.hello) {
-        uint32_t magic = 0, peer = 0;
-        std::memcpy(&magic, s.hello, 4);
-        std::memcpy(&peer, s.hello + 4, 4);
-        if (magic != kHelloMagic || peer >= static_cast<uint32_t>(world_size_) || static_cast<int>(peer) >= rank_) {
-          ZW_WARN(kVerbs, "rank %d: dropping a liveness connection with a bad hello (rank %u): a stray client?", rank_,
-                  peer);
-          return false;
-        }
-        s.peer = static_cast<int>(peer);
+      const auto state = s.reader.feed(std::span(reinterpret_cast<const uint8_t*>(buf), static_cast<size_t>(n)));
+      if (state == LivenessReader::State::kBad) {
+        ZW_WARN(kVerbs, "rank %d: dropping a liveness connection with a bad hello (rank %u): a stray client?", rank_,
+                s.reader.claimed());
+        return false;
       }
-      for (size_t i = used; i < static_cast<size_t>(n); ++i)
-        if (buf[i] == kGoodbye) s.goodbye = true;
+      s.peer = s.reader.peer();
+      s.goodbye = s.reader.goodbye();
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !(revents & (POLLHUP | POLLERR))) return true;

@@ -28,6 +28,7 @@
 
 #include "common/clock.h"
 #include "common/socket.h"
+#include "transport/verbs/verbs_liveness_wire.h"
 #include "zerowire/status.h"
 
 namespace zw::transport::verbs {
@@ -55,10 +56,10 @@ class LivenessMonitor {
 
  private:
   struct Socket {
+    Socket(int rank, int world_size) : reader(rank, world_size) {}
     net::Fd fd;              // the connection
     int peer = -1;           // -1 until the hello arrived (accepted side)
-    size_t hello_bytes = 0;  // hello bytes received so far
-    uint8_t hello[8] = {};   // {magic, rank}
+    LivenessReader reader;   // what the accepted side has received (verbs_liveness_wire.h)
     bool goodbye = false;    // the peer said goodbye
   };
 
