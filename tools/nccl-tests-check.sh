@@ -123,8 +123,7 @@ torch_chain() {
       0) note "torch $part: ok: $(grep -m1 'all checks passed' "$LOG/torch_$part.txt" | sed 's/.*all checks passed//' | cut -c1-300)" ;;
       77) note "torch $part: skipped ($(tail -1 "$LOG/torch_$part.txt"))" ;;
       *) note "torch $part: FAILED (exit $rc): $(grep -m3 -E 'Error|error|FAILED|timed out' "$LOG/torch_$part.txt" | tr '\n' ' ' | cut -c1-400)"
-         echo 1 >"$LOG/torch.failed"
-         [ "$part" = smoke ] && { note "torch: fsdp and matrix not run (the smoke test failed)"; return 1; } ;;
+         echo 1 >"$LOG/torch.failed" ;;  # the next parts still run: they use other operations
     esac
   done
 }
