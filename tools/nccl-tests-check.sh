@@ -12,8 +12,9 @@
 #            this machine's libtorch_cuda.so imports are all exported (tests/nccl/torch_symbols.sh), then
 #            tests/nccl/torch_preload_test.py --part smoke, fsdp (FSDP2 GPT-2 small against a reference) and matrix
 #            (the collectives matrix), 2 processes on GPU 0, with the first Python that has torch with CUDA.
-#   check    ctest -L '^nccl$' (the CPU API tests, now with a GPU present) beside tests/nccl/nccl_tests_gpu.sh: every
-#            nccl-tests binary with -g 1 -c 1 on libzwnccl in one process (float; bfloat16 and avg/max for reductions).
+#   check    ctest -L '^nccl$' (the API tests; zw_nccl_gpu_api_test runs device memory through it, ranks as threads)
+#            beside tests/nccl/nccl_tests_gpu.sh: every nccl-tests binary with -g 1 -c 1 on libzwnccl in one process
+#            (float; bfloat16 and avg/max for reductions).
 #   shared   2 processes sharing GPU 0 under mpirun (NCCL_TESTS_DEVICE=0), -c 1, nine binaries on libzwnccl: zerowire
 #            allows it; NCCL refuses duplicate GPUs. With 2+ GPUs: one process per GPU.
 #   overhead zw_nccl_api_overhead: ns per call, zerowire's C++ API vs NCCL's C API, host memory and device memory.
@@ -135,7 +136,7 @@ fi
 
 # ---- build, continued: the CPU API tests and the overhead program, beside nccl-tests' compilation ----
 bounded 150 ninja -C "$BUILD" -j"$NPROC" zw_nccl_api_overhead zw_nccl_args_test zw_nccl_coll_test zw_nccl_process_test \
-  zw_nccl_rank >>"$LOG/ninja.log" 2>&1 || { rc=$?; note "build: API tests $(cut_or_failed $rc)"; status=1; }
+  zw_nccl_rank zw_nccl_gpu_api_test >>"$LOG/ninja.log" 2>&1 || { rc=$?; note "build: API tests $(cut_or_failed $rc)"; status=1; }
 wait "$nt_pid"
 rc=$?
 if [ "$rc" -eq 0 ] && [ -x "$ZWBIN/all_reduce_perf$SFX" ]; then
