@@ -15,7 +15,7 @@
 #   check    ctest -L '^nccl$' (the API tests; zw_nccl_gpu_api_test runs device memory through it, ranks as threads)
 #            beside tests/nccl/nccl_tests_gpu.sh: every nccl-tests binary with -g 1 -c 1 on libzwnccl in one process
 #            (float; bfloat16 and avg/max for reductions).
-#   shared   2 processes sharing GPU 0 under mpirun (NCCL_TESTS_DEVICE=0), -c 1, nine binaries on libzwnccl: zerowire
+#   shared   2 processes sharing GPU 0 under mpirun (NCCL_TESTS_DEVICE=0), -c 1, every binary on libzwnccl: zerowire
 #            allows it; NCCL refuses duplicate GPUs. With 2+ GPUs: one process per GPU.
 #   overhead zw_nccl_api_overhead: ns per call, zerowire's C++ API vs NCCL's C API, host memory and device memory.
 #   compare  busbw of all_gather, reduce_scatter, all_reduce in bfloat16 and float, 8 B - 1 GiB, -c 0: the same
@@ -173,7 +173,7 @@ if ! want shared; then
 elif [ "$MPI" = 1 ] && [ -x "$ZWBIN/all_reduce_perf_mpi" ]; then
   env_zw=(-x LD_LIBRARY_PATH="$ZWLIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" -x ZW_TIMEOUT)
   [ "$NGPU" -lt 2 ] && env_zw+=(-x NCCL_TESTS_DEVICE=0)
-  for bin in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv gather scatter; do
+  for bin in all_reduce all_gather reduce_scatter broadcast reduce alltoall alltoallv sendrecv gather scatter hypercube; do
     [ -x "$ZWBIN/${bin}_perf_mpi" ] || continue
     f="$LOG/np${NP}_${bin}.txt"
     bounded 40 "${MPIRUN[@]}" "$NP" "${env_zw[@]}" "$ZWBIN/${bin}_perf_mpi" -g 1 -c 1 -b 8 -e 16M -f 8 -d float -n 5 -w 2 \
