@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
   int ordinal = -1;
   if (device) {
     if (cudaGetDevice(&ordinal) != cudaSuccess || cudaMalloc(&in, bytes) != cudaSuccess ||
-        cudaMalloc(&out, bytes) != cudaSuccess || cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
+        cudaMalloc(&out, bytes) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
       return std::fprintf(stderr, "-m device needs a GPU: %s\n", cudaGetErrorString(cudaGetLastError())), 77;
     cudaMemcpy(in, host_in.data(), bytes, cudaMemcpyHostToDevice);
   }
@@ -111,7 +112,8 @@ int main(int argc, char** argv) {
   std::printf("# %-12s %14s %14s %14s %14s\n", "op", "zw_ns/call", "nccl_ns/call", "overhead_ns", "nccl_calls/s");
   for (const Case& c : cases) {
     if (!check(c.zw_call)) return std::fprintf(stderr, "%s: wrong zw result\n", c.name), 1;
-    if (!check(c.nccl_call)) return std::fprintf(stderr, "%s: wrong nccl result: %s\n", c.name, ncclGetLastError(nc)), 1;
+    if (!check(c.nccl_call))
+      return std::fprintf(stderr, "%s: wrong nccl result: %s\n", c.name, ncclGetLastError(nc)), 1;
     double zw_best = 1e300, nccl_best = 1e300;
     for (int r = 0; r < rounds; ++r) {
       if (apis != "nccl") zw_best = std::min(zw_best, best_ns_per_call(iters, c.zw_call));

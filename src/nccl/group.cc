@@ -77,7 +77,8 @@ ncclResult_t copy_aside(ncclComm* comm, Op& op, void** aside) {
   if (e == cudaSuccess) e = cudaMemcpyAsync(*aside, o.input.ptr, bytes, cudaMemcpyDeviceToDevice, stream);
   if (saved >= 0) cudaSetDevice(saved);
   if (e != cudaSuccess)
-    return cuda_fail(comm, e, "ncclAlltoAll in place on rank " + std::to_string(comm->rank) + ": copying the input aside");
+    return cuda_fail(comm, e,
+                     "ncclAlltoAll in place on rank " + std::to_string(comm->rank) + ": copying the input aside");
   o.input.ptr = *aside;
   return ncclSuccess;
 }

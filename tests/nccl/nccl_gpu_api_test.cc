@@ -101,7 +101,8 @@ TEST_P(NcclDevice, CollectivesAllToAllAndSendRecv) {
     k.put(k.in, mine, k.out);
     EXPECT_NCCL_OK(ncclAllGather(k.in, k.out, count, ncclFloat, comm, k.stream));
     got = k.get(k.out);
-    for (int p = 0; p < n; ++p) expect_range("all_gather", r, got, p * count, count, [&](size_t i) { return val(p, i); });
+    for (int p = 0; p < n; ++p)
+      expect_range("all_gather", r, got, p * count, count, [&](size_t i) { return val(p, i); });
 
     k.put(k.in, mine, k.out);
     EXPECT_NCCL_OK(ncclReduceScatter(k.in, k.out, count, ncclFloat, ncclSum, comm, k.stream));
@@ -133,8 +134,10 @@ TEST_P(NcclDevice, CollectivesAllToAllAndSendRecv) {
     EXPECT_NCCL_OK(ncclGroupEnd());
     got = k.get(k.out);
     // With one rank, left == right == r: the two receives from r match the two sends to r in issue order.
-    expect_range("recv from the left", r, got, 0, count, [&](size_t i) { return n == 1 ? val(r, count + i) : val(left, i); });
-    expect_range("recv from oneself", r, got, count, count, [&](size_t i) { return n == 1 ? val(r, i) : val(r, count + i); });
+    expect_range("recv from the left", r, got, 0, count,
+                 [&](size_t i) { return n == 1 ? val(r, count + i) : val(left, i); });
+    expect_range("recv from oneself", r, got, count, count,
+                 [&](size_t i) { return n == 1 ? val(r, i) : val(r, count + i); });
 
     ncclResult_t async = ncclInternalError;
     EXPECT_NCCL_OK(ncclCommGetAsyncError(comm, &async));
