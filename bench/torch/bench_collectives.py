@@ -11,7 +11,11 @@ call, a barrier and `iters` (10-200, about 64 MiB) back-to-back blocking calls:
 - zw-raw: the same operation on the same tensors straight on the zerowire group's communicator from C++
   (zerowire._C._bench_loop: no Python, c10d, Work or Future), so zerowire / zw-raw is the binding's own cost;
 - zw-thp: torch.distributed calls on tensors over 2 MiB-aligned, MADV_HUGEPAGE, pre-faulted memory (how zw_*_perf
-  allocates its buffers), so zerowire / zw-thp is what torch's 4 KiB pages cost zerowire.
+  allocates its buffers), so zerowire / zw-thp is what torch's 4 KiB pages cost zerowire;
+- zw-4k: zerowire on its own tensors made the same way, with the backend's huge-page advice for destination tensors
+  turned off (zerowire._C._huge_page_advice(False), python/csrc/host_pages.h): the backend as it was before that
+  advice, so zw-4k / zerowire is what the advice gains. (The zerowire variant's buffers move onto huge pages at their
+  third use, inside the first round's timed block: a one-time cost that the median leaves out.)
 `--variants` picks a subset (zerowire and gloo are always run). A block's time is the mean per call, averaged over ranks (nccl-tests' convention, as zw_*_perf prints it);
 the table shows each backend's median over rounds with the spread (min-max) and the ratio Gloo/zerowire. Sizes are
 nccl-tests' bytes: the output of all_gather, the input of reduce_scatter, the buffer of all_reduce. Buffers are
@@ -82,7 +86,15 @@ def call(op, inp, out, group):
         dist.all_reduce(out, group=group)  # in place on the output buffer (zeros while timing: sums stay finite)
 
 
-def block(op, inp, out, group, iters, gloo, raw=False):
+def block(op, inp, out, group, iters, gloo, raw=False, advice=True):
+    previous = zerowire._C._huge_page_advice(advice)
+    try:
+        return timed_block(op, inp, out, group, iters, gloo, raw)
+    finally:
+        zerowire._C._huge_page_advice(previous)
+
+
+def timed_block(op, inp, out, group, iters, gloo, raw):
     dist.barrier(group=group)
     call(op, inp, out, group)  # untimed: the first call after the other backend's block
     dist.barrier(group=group)
@@ -124,6 +136,10 @@ def worker(rank, world, port, args):
             keep = []
             if "thp" in args.variants:
                 thp_in, thp_out = buffers(op, nbytes, world, rank, lambda n, v: thp_tensor(n, v, keep))
+            if "4k" in args.variants:
+                k4_in, k4_out = buffers(op, nbytes, world, rank)
+                if op == "all_reduce":
+                    k4_in = k4_out = torch.zeros_like(k4_out)
             iters = max(10, min(200, (64 << 20) // max(nbytes, 1)))
             times = {v: [] for v in ("zw", "gloo", *args.variants)}
             for _ in range(args.reps):
@@ -133,6 +149,8 @@ def worker(rank, world, port, args):
                     times["raw"].append(block(op, inp, out, zw, iters, gloo, raw=True))
                 if "thp" in args.variants:
                     times["thp"].append(block(op, thp_in, thp_out, zw, iters, gloo))
+                if "4k" in args.variants:
+                    times["4k"].append(block(op, k4_in, k4_out, zw, iters, gloo, advice=False))
             row = dict(op=op, world=world, bytes=nbytes, iters=iters)
             for v, ts in times.items():
                 row.update({f"{v}_us": statistics.median(ts) * 1e6, f"{v}_min_us": min(ts) * 1e6,
@@ -142,7 +160,7 @@ def worker(rank, world, port, args):
             if rank == 0:
                 cells = "  ".join(f"{name} {row[v + '_us']:9.1f} [{row[v + '_min_us']:.1f}-{row[v + '_max_us']:.1f}]"
                                   for v, name in (("zw", "zerowire"), ("gloo", "gloo"), ("raw", "zw-raw"),
-                                                  ("thp", "zw-thp")) if v in times)
+                                                  ("thp", "zw-thp"), ("4k", "zw-4k")) if v in times)
                 print(f"{op:22s} n={world} {human(nbytes):>4s} us: {cells}  gloo/zerowire {row['ratio']:5.2f}",
                       flush=True)
     if rank == 0 and args.json:
@@ -159,7 +177,7 @@ def main():
     p.add_argument("--factor", type=int, default=4)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--ops", nargs="+", default=["all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce"])
-    p.add_argument("--variants", nargs="*", default=["raw", "thp"], choices=["raw", "thp"])
+    p.add_argument("--variants", nargs="*", default=["raw", "thp", "4k"], choices=["raw", "thp", "4k"])
     p.add_argument("--json")
     args = p.parse_args()
     launch.spawn(worker, args.world, args)
