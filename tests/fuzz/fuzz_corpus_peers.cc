@@ -1,7 +1,7 @@
 // tests/fuzz/fuzz_corpus_peers.cc — the part of fuzz_corpus_gen for the bytes peers send the collectives: rendezvous
 // scripts whose messages come from the real encoders (a Rendezvous of the other rank over fuzz_fake_transport.h:
 // post_recv's clear-to-send, send's eager announcement, the credit, refusal, abort and blame query it sends), peer
-// records (encode_peer_record), CUDA IPC mailbox rows (Mailbox::post) and verbs liveness hellos
+// records (encode_peer_record), CUDA IPC mailbox rows (Mailbox::post, post_refusal) and verbs liveness hellos
 // (encode_liveness_hello). Deterministic: the same files on every run.
 // Non-goals: crash regressions (added by hand as corpus/<target>/crash-*).
 #include <fcntl.h>
@@ -154,12 +154,16 @@ void mailbox_rows(const PutFn& put) {
   std::vector<std::byte> record(200);  // the size of gpu_comm.cc's OpRecord, in round figures
   for (size_t i = 0; i < record.size(); ++i) record[i] = static_cast<std::byte>(i * 7 + 1);
   for (uint64_t seq = 1; seq <= 5; ++seq) (*box)->post(seq, std::span(record).first(40 * seq));
-  // Raw rows (even first byte: operation 1 + byte / 2) and a post of the record (odd).
+  const std::string why = "all_reduce on rank 1: input buffer is null but 4096 bytes are needed";
+  (*box)->post_refusal(6, why);
+  // Raw rows (even first byte: operation 1 + byte / 2), a post of the record and of a refusal (odd).
   const std::string raw(static_cast<const char*>(row), static_cast<size_t>(st.st_size));
   put("fuzz_cuda_ipc_mailbox", "row-op5", std::string(1, char(8)) + raw);
   put("fuzz_cuda_ipc_mailbox", "row-op4", std::string(1, char(6)) + raw);
+  put("fuzz_cuda_ipc_mailbox", "row-refused-op6", std::string(1, char(10)) + raw);
   put("fuzz_cuda_ipc_mailbox", "post", std::string(1, char(1)) +
                                            std::string(reinterpret_cast<const char*>(record.data()), record.size()));
+  put("fuzz_cuda_ipc_mailbox", "post-refusal", std::string(1, char(0x81)) + why);
   munmap(row, static_cast<size_t>(st.st_size));
 }
 

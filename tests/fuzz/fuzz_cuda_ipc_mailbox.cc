@@ -3,10 +3,13 @@
 // peer, or any process of the same user, may fill with anything). Needs no GPU: the mailbox is host memory.
 //
 // Two mailboxes of one job (rank 0 reads, rank 1 is the peer) live for the whole run. The first byte picks the
-// operation number and the mode: even — the rest is rank 1's whole row of slots as raw bytes (the slot's number then
-// set so the wait ends); odd — rank 1 posts the rest (at most a slot's bytes) with the real Mailbox::post. Checked: a
-// wait that succeeds returns at most kSlotBytes, exactly the bytes and length the slot declares (and, after post,
-// the payload posted); a slot declaring more than kSlotBytes is a protocol error naming rank 1, never a read past it.
+// operation number (bits 1-6), the mode (bit 0) and a variant (bit 7): even — the rest is rank 1's whole row of slots
+// as raw bytes, and the slot's number is then set to the operation's (variant: kSlots later, a peer that went past);
+// odd — rank 1 posts the rest (at most a slot's bytes) with the real Mailbox::post (variant: post_refusal).
+// Checked: a wait that succeeds returns at most kSlotBytes, exactly the bytes and length the slot declares (and,
+// after post, the payload posted); a refusal fails with kAborted naming rank 1 and carrying the reason as posted (cut
+// to a slot); a peer past the operation fails with kAborted naming rank 1; a slot declaring more than kSlotBytes is
+// a protocol error naming rank 1, never a read past it.
 // Non-goals: the descriptors' meaning (gpu_comm.cc compares them), the wait's timing.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -64,23 +67,43 @@ Job& job() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   Job& j = job();
-  const uint64_t seq = 1 + data[0] / 2;
+  const bool raw = data[0] % 2 == 0, variant = data[0] & 0x80;
+  const uint64_t seq = 1 + (data[0] >> 1) % 64;
   const size_t stride = j.row_bytes / Mailbox::kSlots, at = stride * (seq % Mailbox::kSlots);
   const std::byte* rest = reinterpret_cast<const std::byte*>(data + 1);
   const size_t n = size - 1;
   std::vector<std::byte> posted;
-  if (data[0] % 2 == 0) {
+  if (raw) {
     std::memset(j.row, 0, j.row_bytes);
     std::memcpy(j.row, rest, std::min(n, j.row_bytes));
-    std::memcpy(j.row + at, &seq, 8);
+    const uint64_t in_slot = seq + (variant ? Mailbox::kSlots : 0);
+    std::memcpy(j.row + at, &in_slot, 8);
+  } else if (variant) {
+    j.peer->post_refusal(seq, std::string(reinterpret_cast<const char*>(rest), n));
   } else {
     posted.assign(rest, rest + std::min(n, Mailbox::kSlotBytes));
     j.peer->post(seq, posted);
   }
   uint32_t declared = 0;
   std::memcpy(&declared, j.row + at + kSizeAt, 4);
+  const bool refused = declared & Mailbox::kRefused;
   std::vector<std::byte> out;
   Status s = j.reader->wait(1, seq, Deadline::after(std::chrono::seconds(1)), [] { return Status(); }, &out);
+  if (raw && variant) {
+    FUZZ_CHECK(s.code() == Code::kAborted && s.message().find("rank 1 is past") != std::string::npos, s.to_string());
+    return 0;
+  }
+  if (refused) {
+    const size_t len = std::min<size_t>(declared & ~Mailbox::kRefused, Mailbox::kSlotBytes);
+    const std::string why(reinterpret_cast<const char*>(j.row + at + kDataAt), len);
+    FUZZ_CHECK(s.code() == Code::kAborted && s.message().find("rank 1 refused") != std::string::npos, s.to_string());
+    FUZZ_CHECK(s.message().size() >= len && s.message().compare(s.message().size() - len, len, why) == 0,
+               "the reason did not come through");
+    FUZZ_CHECK(raw || why == std::string(reinterpret_cast<const char*>(rest), std::min(n, Mailbox::kSlotBytes)),
+               "post_refusal wrote another reason");
+    return 0;
+  }
+  FUZZ_CHECK(raw || !variant, "a refusal was not marked");
   if (!s.ok()) {
     FUZZ_CHECK(declared > Mailbox::kSlotBytes, "refused a valid slot: " + s.to_string());
     FUZZ_CHECK(s.code() == Code::kProtocolError && s.message().find("rank 1") != std::string::npos, s.to_string());
@@ -89,6 +112,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(out.size() <= Mailbox::kSlotBytes, "returned " + std::to_string(out.size()) + " bytes");
   FUZZ_CHECK(out.size() == declared && (declared == 0 || std::memcmp(out.data(), j.row + at + kDataAt, declared) == 0),
              "wrong payload");
-  FUZZ_CHECK(data[0] % 2 == 0 || out == posted, "the posted payload did not come back");
+  FUZZ_CHECK(raw || out == posted, "the posted payload did not come back");
   return 0;
 }

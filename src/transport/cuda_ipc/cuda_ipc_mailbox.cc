@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -70,11 +71,24 @@ void Mailbox::post(uint64_t seq, std::span<const std::byte> payload) {
   slot.seq.store(seq, std::memory_order_release);
 }
 
+void Mailbox::post_refusal(uint64_t seq, const std::string& why) {
+  Slot& slot = rows_[rank_]->slots[seq % kSlots];
+  const size_t n = std::min(why.size(), kSlotBytes);
+  slot.size = static_cast<uint32_t>(n) | kRefused;
+  std::memcpy(slot.data, why.data(), n);
+  slot.seq.store(seq, std::memory_order_release);
+}
+
 Status Mailbox::wait(int peer, uint64_t seq, Deadline deadline, const std::function<Status()>& check,
                      std::vector<std::byte>* out) {
   const Slot& slot = rows_[peer]->slots[seq % kSlots];
   uint64_t spins = 0, next_check_ns = now_ns() + 1000000;
-  while (slot.seq.load(std::memory_order_acquire) != seq) {
+  for (uint64_t at; (at = slot.seq.load(std::memory_order_acquire)) != seq;) {
+    // Only refusals let a rank post again without reading this rank's descriptors: it refused calls this rank ran.
+    if (at > seq)
+      return Status(Code::kAborted, "rank " + std::to_string(peer) + " is past GPU operation " + std::to_string(seq) +
+                                        " (at " + std::to_string(at) + ") without this rank: it refused calls that " +
+                                        "this rank ran (a usage error there, or its GPU path failed earlier)");
     // Peers are normally microseconds behind: spin first, then yield the core.
     if (++spins < 2000) {
       _mm_pause();
@@ -91,6 +105,12 @@ Status Mailbox::wait(int peer, uint64_t seq, Deadline deadline, const std::funct
   }
   // The peer's row is shared memory any process of this user may write: its size is checked, not trusted.
   const uint32_t size = slot.size;
+  if (size & kRefused) {
+    const char* text = reinterpret_cast<const char*>(slot.data);
+    return Status(Code::kAborted, "rank " + std::to_string(peer) + " refused its call of GPU operation " +
+                                      std::to_string(seq) + ": " +
+                                      std::string(text, std::min<size_t>(size & ~kRefused, kSlotBytes)));
+  }
   if (size > kSlotBytes)
     return Status(Code::kProtocolError, "rank " + std::to_string(peer) + "'s GPU descriptor of operation " +
                                             std::to_string(seq) + " claims " + std::to_string(size) +

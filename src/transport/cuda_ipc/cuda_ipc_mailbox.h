@@ -7,6 +7,13 @@
 // store of `seq`. Reuse is safe because a rank posts `seq + 1` only after it has read every peer's `seq`, and a
 // rank cannot post `seq + kSlots` before every peer posted `seq + kSlots - 1`.
 //
+// A rank that refuses its call of an operation (a usage error, or its GPU path failed earlier) posts a refusal with the
+// reason under the number the call would have taken, without waiting for its peers (post_refusal); a peer waiting for
+// that descriptor fails at once naming it. Since refusals do not wait, a refusing rank may get kSlots or more numbers
+// ahead of a peer: the peer then finds a later number in the slot and fails naming it too, instead of waiting for a
+// descriptor that was overwritten.
+// The rows are shared memory that any process of this user may write: wait() checks what it reads (fuzzed by
+// tests/fuzz/fuzz_cuda_ipc_mailbox).
 // Threading: post() and wait() from one thread per rank. Non-goals: more than one host, bulk data.
 #pragma once
 
@@ -28,6 +35,7 @@ class Mailbox {
  public:
   static constexpr size_t kSlotBytes = 448;
   static constexpr size_t kSlots = 4;
+  static constexpr uint32_t kRefused = 1u << 31;  // flag in a slot's size: the rank refused the operation
 
   // Creates this rank's row as the shared-memory object `name(prefix, rank)`.
   static Result<std::unique_ptr<Mailbox>> create(const std::string& prefix, int rank, int size);
@@ -45,7 +53,11 @@ class Mailbox {
   // Publishes this rank's descriptor of operation `seq` (payload ≤ kSlotBytes).
   void post(uint64_t seq, std::span<const std::byte> payload);
 
-  // Waits until `peer` posted `seq` and copies its payload into `out` (resized). `check` runs every millisecond
+  // Publishes that this rank refused its call of operation `seq`, with the reason (cut to kSlotBytes).
+  void post_refusal(uint64_t seq, const std::string& why);
+
+  // Waits until `peer` posted `seq` and copies its payload into `out` (resized); kAborted naming the peer when it
+  // refused `seq` or is past it, kProtocolError when its slot is malformed. `check` runs every millisecond
   // while waiting and may fail the wait (a dead peer, an abort); the deadline gives kTimeout.
   Status wait(int peer, uint64_t seq, Deadline deadline, const std::function<Status()>& check,
               std::vector<std::byte>* out);
@@ -53,7 +65,7 @@ class Mailbox {
  private:
   struct alignas(64) Slot {
     std::atomic<uint64_t> seq;        // operation whose descriptor the slot holds (0: none yet)
-    uint32_t size;                    // payload bytes
+    uint32_t size;                    // payload bytes, | kRefused: the payload is a refusal's reason
     std::byte data[kSlotBytes];       // payload
   };
   struct Row {
