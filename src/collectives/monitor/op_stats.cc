@@ -3,24 +3,6 @@
 
 namespace zw::internal::monitor {
 
-uint64_t op_bytes(const OpDesc& d, int n) {
-  const uint64_t buffer = d.count * dtype_size(d.dtype);
-  switch (d.kind) {
-    case OpKind::kAllGather:
-    case OpKind::kReduceScatter:
-    case OpKind::kAllToAll:
-      return buffer * static_cast<uint64_t>(n);  // count is per rank
-    case OpKind::kAllReduce:
-    case OpKind::kBroadcast:
-    case OpKind::kReduce:
-      return buffer;
-    case OpKind::kBarrier:
-    case OpKind::kSendRecv:
-      return 0;  // a batch's count is its number of transfers
-  }
-  return 0;
-}
-
 double bus_factor(OpKind kind, int n) {
   if (n <= 1) return kind == OpKind::kBroadcast || kind == OpKind::kReduce ? 1.0 : 0.0;
   const double share = static_cast<double>(n - 1) / n;

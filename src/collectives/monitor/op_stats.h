@@ -30,7 +30,7 @@ inline uint64_t size_bucket_bound(int b) { return uint64_t{1} << b; }
 
 // Bytes of an operation in nccl-tests' terms: the whole gathered/scattered buffer for all_gather, reduce_scatter
 // and all_to_all, the buffer for all_reduce, broadcast and reduce; 0 for barriers and send/recv batches.
-uint64_t op_bytes(const OpDesc& desc, int world_size);
+inline uint64_t op_bytes(const OpDesc& desc, int world_size);
 // nccl-tests' bus-bandwidth factor: busbw = algbw × factor.
 double bus_factor(OpKind kind, int world_size);
 
@@ -66,5 +66,24 @@ class OpStats {
   }
   std::array<std::array<StatCell, kSizeBuckets>, kNumKinds> cells_{};
 };
+
+// On every operation's path: inline.
+inline uint64_t op_bytes(const OpDesc& d, int n) {
+  const uint64_t buffer = d.count * dtype_size(d.dtype);
+  switch (d.kind) {
+    case OpKind::kAllGather:
+    case OpKind::kReduceScatter:
+    case OpKind::kAllToAll:
+      return buffer * static_cast<uint64_t>(n);  // count is per rank
+    case OpKind::kAllReduce:
+    case OpKind::kBroadcast:
+    case OpKind::kReduce:
+      return buffer;
+    case OpKind::kBarrier:
+    case OpKind::kSendRecv:
+      return 0;  // a batch's count is its number of transfers
+  }
+  return 0;
+}
 
 }  // namespace zw::internal::monitor

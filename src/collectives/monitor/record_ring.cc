@@ -32,25 +32,11 @@ uint64_t clock_ns(clockid_t id) {
 
 }  // namespace
 
-uint64_t pack_fields(const OpFields& f) {
-  return uint64_t(f.kind) | uint64_t(f.algo) << 8 | uint64_t(f.dtype) << 16 | uint64_t(f.redop) << 24 |
-         uint64_t(f.state) << 32 | uint64_t(f.status) << 40 | uint64_t(f.path) << 56;
-}
-
-void unpack_fields(uint64_t p, OpFields* f) {
-  f->kind = uint8_t(p);
-  f->algo = uint8_t(p >> 8);
-  f->dtype = uint8_t(p >> 16);
-  f->redop = uint8_t(p >> 24);
-  f->state = uint8_t(p >> 32);
-  f->status = uint16_t(p >> 40);
-  f->path = uint8_t(p >> 56);
-}
-
 Result<std::unique_ptr<RecordRing>> RecordRing::create(size_t capacity, const RingIdentity& who,
                                                        const std::string& file) {
   std::unique_ptr<RecordRing> ring(new RecordRing());
   ring->capacity_ = round_up_pow2(capacity);
+  ring->capacity_log2_ = static_cast<unsigned>(__builtin_ctzll(ring->capacity_));
   const size_t bytes = sizeof(RingHeader) + ring->capacity_ * sizeof(RecordSlot);
   void* p = MAP_FAILED;
   if (file.empty()) {
@@ -100,43 +86,6 @@ Result<std::unique_ptr<RecordRing>> RecordRing::create(size_t capacity, const Ri
 
 RecordRing::~RecordRing() {
   if (base_) munmap(base_, mapped_bytes_);
-}
-
-uint64_t RecordRing::begin(const OpFields& f) {
-  const uint64_t index = header_->written.load(std::memory_order_relaxed);
-  RecordSlot& s = slots_[index & (capacity_ - 1)];
-  const uint64_t v = s.version.load(std::memory_order_relaxed);
-  s.version.store(v + 1, std::memory_order_relaxed);  // odd: readers skip the slot
-  std::atomic_thread_fence(std::memory_order_release);
-  s.seq.store(f.seq, std::memory_order_relaxed);
-  s.coll_index.store(f.coll_index, std::memory_order_relaxed);
-  s.bytes.store(f.bytes, std::memory_order_relaxed);
-  s.count.store(f.count, std::memory_order_relaxed);
-  s.enqueue_ns.store(f.enqueue_ns, std::memory_order_relaxed);
-  s.start_ns.store(f.start_ns, std::memory_order_relaxed);
-  s.end_ns.store(0, std::memory_order_relaxed);
-  OpFields g = f;
-  g.state = static_cast<uint8_t>(OpState::kRunning);
-  s.packed.store(pack_fields(g), std::memory_order_relaxed);
-  s.root.store(f.root, std::memory_order_relaxed);
-  s.version.store(v + 2, std::memory_order_release);
-  header_->written.store(index + 1, std::memory_order_release);
-  header_->heartbeat_ns.store(f.start_ns, std::memory_order_relaxed);
-  return index;
-}
-
-void RecordRing::finish(uint64_t index, uint64_t end_ns, OpState state, uint16_t status, uint64_t start_ns) {
-  RecordSlot& s = slots_[index & (capacity_ - 1)];
-  const uint64_t v = s.version.load(std::memory_order_relaxed);
-  s.version.store(v + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  s.end_ns.store(end_ns, std::memory_order_relaxed);
-  if (start_ns != 0) s.start_ns.store(start_ns, std::memory_order_relaxed);
-  uint64_t packed = s.packed.load(std::memory_order_relaxed);
-  packed = (packed & ~(uint64_t{0xFFFFFF} << 32)) | uint64_t(state) << 32 | uint64_t(status) << 40;
-  s.packed.store(packed, std::memory_order_relaxed);
-  s.version.store(v + 2, std::memory_order_release);
-  header_->heartbeat_ns.store(end_ns, std::memory_order_relaxed);
 }
 
 void RecordRing::mark_failed(const std::string& reason) {

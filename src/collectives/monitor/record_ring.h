@@ -41,11 +41,11 @@ class RecordRing {
   RecordRing& operator=(const RecordRing&) = delete;
 
   // Writer: starts the record of a new operation (state kRunning) and returns its slot index for finish().
-  uint64_t begin(const OpFields& f);
+  inline uint64_t begin(const OpFields& f);
   // Writer: completes the record begun as `index` (end time, state, status; with `start_ns` non-zero, the start time
   // too: the device path learns it only at the end). The finisher may be another thread than the beginner, provided
   // no two threads write one slot at once (the device path's consumer finishes records the issuer no longer touches).
-  void finish(uint64_t index, uint64_t end_ns, OpState state, uint16_t status, uint64_t start_ns = 0);
+  inline void finish(uint64_t index, uint64_t end_ns, OpState state, uint16_t status, uint64_t start_ns = 0);
   // Any thread: the issue of operation `seq` (one relaxed store).
   void note_enqueued(uint64_t seq) { header_->last_enqueued.store(seq, std::memory_order_relaxed); }
   // Writer: marks the ring as belonging to a failed communicator, with the reason (truncated).
@@ -70,11 +70,67 @@ class RecordRing {
   RingHeader* header_ = nullptr;
   RecordSlot* slots_ = nullptr;
   size_t capacity_ = 0;
+  unsigned capacity_log2_ = 0;  // capacity_ == 1 << capacity_log2_
   std::string file_;
 };
 
 // Packs/unpacks the small fields of a record (RecordSlot::packed).
-uint64_t pack_fields(const OpFields& f);
-void unpack_fields(uint64_t packed, OpFields* f);
+inline uint64_t pack_fields(const OpFields& f) {
+  return uint64_t(f.kind) | uint64_t(f.algo) << 8 | uint64_t(f.dtype) << 16 | uint64_t(f.redop) << 24 |
+         uint64_t(f.state) << 32 | uint64_t(f.status) << 40 | uint64_t(f.path) << 56;
+}
+inline void unpack_fields(uint64_t p, OpFields* f) {
+  f->kind = uint8_t(p);
+  f->algo = uint8_t(p >> 8);
+  f->dtype = uint8_t(p >> 16);
+  f->redop = uint8_t(p >> 24);
+  f->state = uint8_t(p >> 32);
+  f->status = uint16_t(p >> 40);
+  f->path = uint8_t(p >> 56);
+}
+
+// The writer's two calls, inline: they run on every operation's path.
+inline uint64_t RecordRing::begin(const OpFields& f) {
+  const uint64_t index = header_->written.load(std::memory_order_relaxed);
+  RecordSlot& s = slots_[index & (capacity_ - 1)];
+  // The slot's version without reading it (the load of a line last touched `capacity` operations ago stalled the
+  // writer): round r of a slot writes 4r+1..4r+2 here and 4r+3..4r+4 in finish(), always above the last round's.
+  const uint64_t v = (index >> capacity_log2_) << 2;
+  s.version.store(v + 1, std::memory_order_relaxed);  // odd: readers skip the slot
+  std::atomic_thread_fence(std::memory_order_release);
+  s.seq.store(f.seq, std::memory_order_relaxed);
+  s.coll_index.store(f.coll_index, std::memory_order_relaxed);
+  s.bytes.store(f.bytes, std::memory_order_relaxed);
+  s.count.store(f.count, std::memory_order_relaxed);
+  s.enqueue_ns.store(f.enqueue_ns, std::memory_order_relaxed);
+  s.start_ns.store(f.start_ns, std::memory_order_relaxed);
+  s.end_ns.store(0, std::memory_order_relaxed);
+  const uint64_t state = uint64_t(OpState::kRunning) << 32;
+  s.packed.store((pack_fields(f) & ~(uint64_t{0xFFFFFF} << 32)) | state, std::memory_order_relaxed);
+  s.root.store(f.root, std::memory_order_relaxed);
+  s.version.store(v + 2, std::memory_order_release);
+  header_->written.store(index + 1, std::memory_order_release);
+  header_->heartbeat_ns.store(f.start_ns, std::memory_order_relaxed);
+  // The next operation's slot, for writing: it is fetched while this operation runs, not when the next one begins
+  // (a slot is touched once per `capacity` operations, so it is rarely still cached).
+  const char* next = reinterpret_cast<const char*>(&slots_[(index + 1) & (capacity_ - 1)]);
+  __builtin_prefetch(next, 1);
+  __builtin_prefetch(next + 64, 1);
+  return index;
+}
+
+inline void RecordRing::finish(uint64_t index, uint64_t end_ns, OpState state, uint16_t status, uint64_t start_ns) {
+  RecordSlot& s = slots_[index & (capacity_ - 1)];
+  const uint64_t v = ((index >> capacity_log2_) << 2) + 2;
+  s.version.store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  s.end_ns.store(end_ns, std::memory_order_relaxed);
+  if (start_ns != 0) s.start_ns.store(start_ns, std::memory_order_relaxed);
+  uint64_t packed = s.packed.load(std::memory_order_relaxed);
+  packed = (packed & ~(uint64_t{0xFFFFFF} << 32)) | uint64_t(state) << 32 | uint64_t(status) << 40;
+  s.packed.store(packed, std::memory_order_relaxed);
+  s.version.store(v + 2, std::memory_order_release);
+  header_->heartbeat_ns.store(end_ns, std::memory_order_relaxed);
+}
 
 }  // namespace zw::internal::monitor

@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "collectives/monitor/gauges.h"
 #include "collectives/monitor/histogram.h"
@@ -160,6 +162,20 @@ TEST(LatencyHistogram, PercentilesOfKnownDistributions) {
   huge.add(uint64_t{1} << 60);  // beyond the last bound: counted, reported at the last bound
   EXPECT_EQ(huge.count(LatencyHistogram::kFinite), 1u);
   EXPECT_EQ(LatencyHistogram::quantile_ns(huge.copy(), 0.5), static_cast<double>(LatencyHistogram::upper_ns(54)));
+}
+
+// bucket_of's O(1) octave guess against the definition (the first bound >= ns), at every bound, one either side of it,
+// and a spread of random durations up to past the last bound.
+TEST(LatencyHistogram, BucketOfIsTheFirstBoundNotBelowTheDuration) {
+  auto reference = [](uint64_t ns) {
+    return static_cast<int>(std::lower_bound(kLatencyBounds.begin(), kLatencyBounds.end(), ns) -
+                            kLatencyBounds.begin());
+  };
+  std::vector<uint64_t> probes = {0, 1, 999, 1000, 1001, UINT64_MAX / 2, UINT64_MAX};
+  for (uint64_t b : kLatencyBounds) probes.insert(probes.end(), {b - 1, b, b + 1});
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 200000; ++i) probes.push_back(rng() >> (rng() % 64));
+  for (uint64_t ns : probes) ASSERT_EQ(LatencyHistogram::bucket_of(ns), reference(ns)) << ns << " ns";
 }
 
 TEST(LatencyHistogram, BucketBoundsAreHalfOctaves) {
