@@ -19,15 +19,20 @@ using internal::OpContext;
 using internal::OpDesc;
 using internal::OpKind;
 
+bool uses_device(const CollectiveOptions& o) {
+  return o.input.kind == MemKind::kCudaDevice || o.output.kind == MemKind::kCudaDevice;
+}
+
 // Builds usage errors that name the operation and the rank: "all_gather on rank 2: ...". A refused call is
 // announced to the peers, which would otherwise wait for it until their timeout (refusal.h).
 struct Checker {
   const char* op;
   int rank;
   Communicator* comm = nullptr;  // where to announce the refusal
+  bool device = false;           // the call's buffers are device memory (its refusal goes where its peers wait)
   Status fail(const std::string& what) const {
     Status s(Code::kInvalidArgument, std::string(op) + " on rank " + std::to_string(rank) + ": " + what);
-    if (comm) internal::announce_refusal(*comm, s);
+    if (comm) internal::announce_refusal(*comm, s, device);
     return s;
   }
   // count elements of dtype times `blocks` in bytes, or a usage error when that does not fit in 64 bits.
@@ -81,10 +86,6 @@ struct Checker {
     return fail(std::string("input and output overlap without being in-place (") + rule + ")");
   }
 };
-
-bool uses_device(const CollectiveOptions& o) {
-  return o.input.kind == MemKind::kCudaDevice || o.output.kind == MemKind::kCudaDevice;
-}
 
 ReduceOp algo_op(ReduceOp op) { return op == ReduceOp::kAvg ? ReduceOp::kSum : op; }
 
@@ -232,7 +233,7 @@ CommImpl::Task host_task(const CommImpl& comm, const OpDesc& desc, const Collect
 
 Result<Work> all_gather(Communicator& comm, const CollectiveOptions& o) {
   const int n = comm.size(), r = comm.rank();
-  const Checker check{"all_gather", r, &comm};
+  const Checker check{"all_gather", r, &comm, uses_device(o)};
   ZW_TRY(check.types(o.dtype, o.op, false));
   ZW_ASSIGN_OR_RETURN(const size_t total, check.bytes(o.count, o.dtype, size_t(n)));
   const size_t block = o.count * dtype_size(o.dtype);
@@ -249,7 +250,7 @@ Result<Work> all_gather(Communicator& comm, const CollectiveOptions& o) {
 
 Result<Work> reduce_scatter(Communicator& comm, const CollectiveOptions& o) {
   const int n = comm.size(), r = comm.rank();
-  const Checker check{"reduce_scatter", r, &comm};
+  const Checker check{"reduce_scatter", r, &comm, uses_device(o)};
   ZW_TRY(check.types(o.dtype, o.op, true));
   ZW_ASSIGN_OR_RETURN(const size_t total, check.bytes(o.count, o.dtype, size_t(n)));
   const size_t block = o.count * dtype_size(o.dtype);
@@ -266,7 +267,7 @@ Result<Work> reduce_scatter(Communicator& comm, const CollectiveOptions& o) {
 
 Result<Work> all_reduce(Communicator& comm, const CollectiveOptions& o) {
   const int r = comm.rank();
-  const Checker check{"all_reduce", r, &comm};
+  const Checker check{"all_reduce", r, &comm, uses_device(o)};
   ZW_TRY(check.types(o.dtype, o.op, true));
   ZW_ASSIGN_OR_RETURN(const size_t total, check.bytes(o.count, o.dtype));
   ZW_TRY(check.premul(o, true));
@@ -281,7 +282,7 @@ Result<Work> all_reduce(Communicator& comm, const CollectiveOptions& o) {
 
 Result<Work> broadcast(Communicator& comm, const CollectiveOptions& o) {
   const int n = comm.size(), r = comm.rank();
-  const Checker check{"broadcast", r, &comm};
+  const Checker check{"broadcast", r, &comm, uses_device(o)};
   ZW_TRY(check.types(o.dtype, o.op, false));
   ZW_ASSIGN_OR_RETURN(const size_t total, check.bytes(o.count, o.dtype));
   ZW_TRY(check.premul(o, false));
@@ -301,7 +302,7 @@ Result<Work> broadcast(Communicator& comm, const CollectiveOptions& o) {
 
 Result<Work> reduce(Communicator& comm, const CollectiveOptions& o) {
   const int n = comm.size(), r = comm.rank();
-  const Checker check{"reduce", r, &comm};
+  const Checker check{"reduce", r, &comm, uses_device(o)};
   ZW_TRY(check.types(o.dtype, o.op, true));
   ZW_ASSIGN_OR_RETURN(const size_t total, check.bytes(o.count, o.dtype));
   ZW_TRY(check.premul(o, true));

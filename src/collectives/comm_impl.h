@@ -76,6 +76,12 @@ class GpuEngine {
   virtual ~GpuEngine() = default;
   // Stops kernels waiting for peers and fails later device-memory operations with `reason`.
   virtual void abort(const Status& reason) = 0;
+  // Tells the peers that this rank refused its device-memory call with `why` (refusal.h), where the engine numbers its
+  // operations itself; false where they take the host queue's numbers (the host refusal marker announces it then).
+  virtual bool refuse(const Status& why) {
+    (void)why;
+    return false;
+  }
 };
 
 class CommImpl;
@@ -148,6 +154,11 @@ class CommImpl {
   const std::shared_ptr<monitor::CommMonitor>& monitor() const { return monitor_; }
   // The GPU engine; the first call creates it with `make` (a collective step: every rank calls it then).
   Result<GpuEngine*> gpu_engine(const std::function<Result<std::unique_ptr<GpuEngine>>()>& make);
+  // The device-memory engine if one was created, else null.
+  GpuEngine* gpu_engine_if_created() {
+    std::lock_guard<std::mutex> lock(gpu_mutex_);
+    return gpu_.get();
+  }
 
   // Keeps the store server this rank serves alive as long as the communicator.
   void adopt_store_server(std::unique_ptr<TcpStoreServer> server) { store_server_ = std::move(server); }

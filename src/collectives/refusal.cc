@@ -11,8 +11,12 @@
 
 namespace zw::internal {
 
-void announce_refusal(Communicator& comm, const Status& why) {
+void announce_refusal(Communicator& comm, const Status& why, bool device) {
   if (comm.size() < 2 || why.ok()) return;
+  if (device) {
+    GpuEngine* engine = comm.impl().gpu_engine_if_created();
+    if (engine != nullptr && engine->refuse(why)) return;
+  }
   const std::string text = why.message();
   (void)comm.impl().enqueue(refusal_desc(), std::chrono::milliseconds(0), [text](OpContext& ctx) {
     ctx.rv.broadcast_refusal(text);

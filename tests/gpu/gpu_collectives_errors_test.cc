@@ -1,6 +1,7 @@
 // tests/gpu/gpu_collectives_errors_test.cc — device-memory collectives that must fail, and fail at once, naming the
-// ranks: desynchronized ranks, a rank that never arrives, mixed host and device buffers, two ranks of one process on
-// one GPU issuing on streams that serialize; and the IPC cache across freed and reallocated buffers.
+// ranks: desynchronized ranks, a usage error on one rank only, a rank that never arrives, mixed host and device
+// buffers, two ranks of one process on one GPU issuing on streams that serialize; and the IPC cache across freed and
+// reallocated buffers.
 //
 // Ranks run as threads (one communicator each); part of the zw_gpu_collectives_test binary (the worlds of every
 // collective against the host reference are in gpu_collectives_test.cc). Skips with "no CUDA device" without a GPU.
@@ -62,6 +63,69 @@ TEST(GpuCollectivesErrors, DifferentOperationsNameBothRanks) {
     EXPECT_NE(w.status().message().find("all_gather"), std::string::npos) << w.status().to_string();
     EXPECT_NE(w.status().message().find("all_reduce"), std::string::npos) << w.status().to_string();
     EXPECT_NE(w.status().message().find(r == 0 ? "rank 1" : "rank 0"), std::string::npos) << w.status().to_string();
+  });
+}
+
+// A usage error on one rank only: its peers used to wait for its descriptor until ZW_TIMEOUT. Now the refusal is posted
+// in the descriptor mailbox and they fail at once naming it and why; their GPU path then fails for good, and they
+// post that for the next call, so the refusing rank does not wait for them either.
+TEST(GpuCollectivesErrors, ARefusalOnOneRankFailsItsPeersAtOnce) {
+  SKIP_WITHOUT_GPU();
+  run_gpu_ranks(3, 30, 1 << 20, [](int r, Communicator& comm, std::byte* buf, cudaStream_t s) {
+    CollectiveOptions o;
+    o.input = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
+    o.output = MemRef{buf + 65536, 4096, MemKind::kCudaDevice, 0};
+    o.count = 1024;
+    o.stream = s;
+    Result<Work> first = all_reduce(comm, o);  // the GPU engine exists on every rank from here on
+    ASSERT_TRUE(first.ok()) << first.status().to_string();
+    ASSERT_TRUE(first.value().wait(std::chrono::seconds(60)).ok());
+    CollectiveOptions bad = o;
+    if (r == 1) bad.input = MemRef{nullptr, 0, MemKind::kCudaDevice, 0};
+    const auto start = std::chrono::steady_clock::now();
+    Result<Work> w = all_reduce(comm, bad);
+    Status st = w.ok() ? w.value().wait(std::chrono::seconds(60)) : w.status();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_FALSE(st.ok());
+    EXPECT_LT(secs, 5.0) << st.to_string();  // the timeout is 30 s
+    if (r == 1) {
+      EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.to_string();
+    } else {
+      EXPECT_EQ(st.code(), Code::kAborted) << st.to_string();
+      EXPECT_NE(st.message().find("rank 1 refused"), std::string::npos) << st.to_string();
+      EXPECT_NE(st.message().find("input buffer is null"), std::string::npos) << st.to_string();
+    }
+    // The next call: ranks 0 and 2 failed for good; rank 1 learns it from their mailbox instead of timing out.
+    const auto again = std::chrono::steady_clock::now();
+    Result<Work> next = all_reduce(comm, o);
+    Status nst = next.ok() ? next.value().wait(std::chrono::seconds(60)) : next.status();
+    EXPECT_FALSE(nst.ok());
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - again).count(), 5.0) << nst.to_string();
+    if (r == 1) {
+      EXPECT_NE(nst.message().find("refused its call of GPU operation"), std::string::npos) << nst.to_string();
+    }
+  });
+}
+
+// Every rank makes the same mistake: each refuses, nobody waits for anybody, and the GPU path stays usable.
+TEST(GpuCollectivesErrors, TheSameRefusalOnEveryRankLeavesTheGpuPathUsable) {
+  SKIP_WITHOUT_GPU();
+  run_gpu_ranks(2, 30, 1 << 20, [](int, Communicator& comm, std::byte* buf, cudaStream_t s) {
+    CollectiveOptions o;
+    o.input = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
+    o.output = MemRef{buf + 65536, 4096, MemKind::kCudaDevice, 0};
+    o.count = 1024;
+    o.stream = s;
+    for (int i = 0; i < 6; ++i) {  // more refusals than the mailbox has slots
+      Result<Work> w = all_reduce(comm, o);
+      ASSERT_TRUE(w.ok()) << w.status().to_string();
+      ASSERT_TRUE(w.value().wait(std::chrono::seconds(60)).ok());
+      CollectiveOptions bad = o;
+      bad.input = MemRef{nullptr, 0, MemKind::kCudaDevice, 0};
+      Result<Work> refused = all_reduce(comm, bad);
+      ASSERT_FALSE(refused.ok());
+      EXPECT_EQ(refused.status().code(), Code::kInvalidArgument) << refused.status().to_string();
+    }
   });
 }
 

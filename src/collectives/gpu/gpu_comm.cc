@@ -174,6 +174,11 @@ void GpuComm::abort(const Status& reason) {
   shared_->ipc->host_status()->abort = 1;
 }
 
+bool GpuComm::refuse(const Status& why) {
+  shared_->ipc->mailbox().post_refusal(++seq_, why.message());
+  return true;
+}
+
 Status GpuComm::fail(Status status) {
   abort(status);
   return status;
@@ -424,9 +429,13 @@ Result<Work> GpuComm::run(const OpDesc& desc, const CollectiveOptions& o) {
 Result<Work> GpuComm::issue(const OpDesc& desc, const CollectiveOptions& o, bool ring, size_t slot) {
   {
     std::lock_guard<std::mutex> lock(shared_->mutex);
-    if (!shared_->failed.ok())
-      return shared_->failed.with_context(std::string(op_kind_name(desc.kind)) + " on rank " + std::to_string(rank_) +
-                                          ": the communicator's GPU path failed earlier");
+    if (!shared_->failed.ok()) {
+      Status s = shared_->failed.with_context(std::string(op_kind_name(desc.kind)) + " on rank " +
+                                              std::to_string(rank_) + ": the communicator's GPU path failed earlier");
+      // The peers that still issue this operation fail at once naming this rank, instead of at their timeout.
+      shared_->ipc->mailbox().post_refusal(++seq_, s.message());
+      return s;
+    }
   }
   DeviceScope scope(device_);
   ZW_TRY(scope.status());

@@ -61,6 +61,8 @@ class GpuComm final : public GpuEngine {
   int device() const { return device_; }
   Result<Work> run(const OpDesc& desc, const CollectiveOptions& options);
   void abort(const Status& reason) override;
+  // Posts the refusal under the number this call would have taken: the peers waiting for it fail at once (mailbox).
+  bool refuse(const Status& why) override;
 
  private:
   struct Peers;  // the peers' buffers of one operation, mapped here

@@ -1,12 +1,13 @@
 // collectives/gpu/gpu_path.cc — run_gpu_collective (collectives/gpu_path.h) with CUDA: checks the buffers' device,
 // creates the communicator's engine on first use (node-local GpuComm, or StagedGpu across hosts or when forced) and
-// hands it the operation.
+// hands it the operation; a call refused here is announced to the peers (refusal.h).
 #include "collectives/gpu_path.h"
 
 #include <string>
 
 #include "collectives/gpu/gpu_comm.h"
 #include "collectives/gpu/gpu_staged.h"
+#include "collectives/refusal.h"
 #include "transport/cuda_ipc/cuda_ipc_device.h"
 
 namespace zw::internal {
@@ -15,14 +16,19 @@ Result<Work> run_gpu_collective(Communicator& comm, const OpDesc& desc, const Co
   const void* any = o.input.bytes > 0 && o.input.ptr ? o.input.ptr : o.output.ptr;
   if (desc.count == 0 || any == nullptr) return Work();
   const std::string where = std::string(op_kind_name(desc.kind)) + " on rank " + std::to_string(comm.rank());
+  // A call refused here is announced to the peers, which would otherwise wait for it until their timeout.
+  auto refuse = [&](const Status& s) {
+    announce_refusal(comm, s, /*device=*/true);
+    return s;
+  };
   auto dev = transport::cuda_ipc::device_of_pointer(any);  // one driver query per distinct buffer: they cost µs
-  if (!dev.ok()) return dev.status().with_context(where);
+  if (!dev.ok()) return refuse(dev.status().with_context(where));
   if (o.output.bytes > 0 && o.output.ptr != nullptr && o.output.ptr != any) {
     auto d = transport::cuda_ipc::device_of_pointer(o.output.ptr);
-    if (!d.ok()) return d.status().with_context(where);
+    if (!d.ok()) return refuse(d.status().with_context(where));
     if (d.value() != dev.value())
-      return Status(Code::kInvalidArgument, where + ": input is on GPU " + std::to_string(dev.value()) +
-                                                " but output on GPU " + std::to_string(d.value()));
+      return refuse(Status(Code::kInvalidArgument, where + ": input is on GPU " + std::to_string(dev.value()) +
+                                                       " but output on GPU " + std::to_string(d.value())));
   }
   CommImpl& impl = comm.impl();
   ZW_ASSIGN_OR_RETURN(GpuEngine * engine, impl.gpu_engine([&]() -> Result<std::unique_ptr<GpuEngine>> {
@@ -34,13 +40,14 @@ Result<Work> run_gpu_collective(Communicator& comm, const OpDesc& desc, const Co
   auto* g = staged != nullptr ? nullptr : static_cast<gpu::GpuComm*>(engine);
   const int engine_device = staged != nullptr ? staged->device() : g->device();
   if (engine_device != dev.value())
-    return Status(Code::kInvalidArgument, where + ": this communicator runs its device-memory collectives on GPU " +
-                                              std::to_string(engine_device) + " but these buffers are on GPU " +
-                                              std::to_string(dev.value()) + " (use one communicator per GPU)");
+    return refuse(Status(Code::kInvalidArgument,
+                         where + ": this communicator runs its device-memory collectives on GPU " +
+                             std::to_string(engine_device) + " but these buffers are on GPU " +
+                             std::to_string(dev.value()) + " (use one communicator per GPU)"));
   if (staged != nullptr && o.premul != 1.0)
-    return Status(Code::kUnsupported, where +
-                                          ": pre-multiplied sums are not implemented on the staged (cross-host) "
-                                          "device path");
+    return refuse(Status(Code::kUnsupported, where +
+                                                 ": pre-multiplied sums are not implemented on the staged (cross-host) "
+                                                 "device path"));
   return staged != nullptr ? staged->run(desc, o) : g->run(desc, o);
 }
 

@@ -73,9 +73,10 @@ void Mailbox::post(uint64_t seq, std::span<const std::byte> payload) {
 
 void Mailbox::post_refusal(uint64_t seq, const std::string& why) {
   Slot& slot = rows_[rank_]->slots[seq % kSlots];
-  const size_t n = std::min(why.size(), kSlotBytes);
-  slot.size = static_cast<uint32_t>(n) | kRefused;
-  std::memcpy(slot.data, why.data(), n);
+  // A longer reason keeps its tail, which says what was wrong.
+  const std::string text = why.size() <= kSlotBytes ? why : "..." + why.substr(why.size() - (kSlotBytes - 3));
+  slot.size = static_cast<uint32_t>(text.size()) | kRefused;
+  std::memcpy(slot.data, text.data(), text.size());
   slot.seq.store(seq, std::memory_order_release);
 }
 

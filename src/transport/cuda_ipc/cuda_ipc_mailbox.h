@@ -53,7 +53,7 @@ class Mailbox {
   // Publishes this rank's descriptor of operation `seq` (payload ≤ kSlotBytes).
   void post(uint64_t seq, std::span<const std::byte> payload);
 
-  // Publishes that this rank refused its call of operation `seq`, with the reason (cut to kSlotBytes).
+  // Publishes that this rank refused its call of operation `seq`, with the reason (its last kSlotBytes).
   void post_refusal(uint64_t seq, const std::string& why);
 
   // Waits until `peer` posted `seq` and copies its payload into `out` (resized); kAborted naming the peer when it
