@@ -419,7 +419,9 @@ Result<Work> GpuComm::run(const OpDesc& desc, const CollectiveOptions& o) {
   const int64_t enqueue = static_cast<int64_t>(now_ns());
   const bool ring = use_ring(desc, o);
   const bool ce = desc.kind == OpKind::kAllGather && size_ > 1 && desc.count * dtype_size(desc.dtype) >= ce_bytes_;
-  const auto algo = ring ? monitor::DeviceAlgo::kRing : ce ? monitor::DeviceAlgo::kCopyEngine : monitor::DeviceAlgo::kDirect;
+  const auto algo = ring ? monitor::DeviceAlgo::kRing
+                    : ce ? monitor::DeviceAlgo::kCopyEngine
+                         : monitor::DeviceAlgo::kDirect;
   const size_t slot = recorder_.begin(desc, algo, seq_ + 1, size_, enqueue);
   Result<Work> w = issue(desc, o, ring, slot);
   recorder_.commit(slot, w.ok() ? Status() : w.status(), w.ok() ? 0 : static_cast<int64_t>(now_ns()));
