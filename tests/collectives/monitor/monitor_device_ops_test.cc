@@ -4,8 +4,10 @@
 // operation it leaves out, and the exporter shows the device path (transport cuda_ipc, path="device", the JSON's
 // "device" object). The CUDA side (gpu/gpu_monitor.cc) is tested on a GPU by monitor_gpu_test.cc.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <string>
@@ -228,6 +230,38 @@ TEST(DeviceOps, TheExporterShowsTheDevicePathBesideTheHostPath) {
   src->complete(3, done_at(0, 0));
   m->consume_device();  // detached: nothing left to consume, and no source to call
   m->retire();
+}
+
+// The device ring as a flight-recorder file, read back by tools/zw_flight: its own communicator entry (path device),
+// the device algorithm's name, a finished and a running record.
+TEST(DeviceOps, ZwFlightReadsTheDeviceRingsFile) {
+  char dir[] = "/tmp/zw_dev_flight_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string file = std::string(dir) + "/zw-flight-hostx-1-dev-comm-r1-dev.bin";
+  {
+    auto made = DeviceOps::create(16, who(), file);
+    ASSERT_TRUE(made.ok()) << made.status().to_string();
+    DeviceOps& d = *made.value();
+    ScriptedSource src;
+    const OpDesc ag{OpKind::kAllGather, Algo::kRing, DataType::kBFloat16, ReduceOp::kSum, 0, 2048};
+    d.commit(d.begin(ag, DeviceAlgo::kCopyEngine, 1, 2, 100), Status(), 0);
+    d.commit(d.begin(all_reduce_of(64), DeviceAlgo::kRing, 2, 2, 200), Status(), 0);
+    src.complete(1, done_at(150, 900));
+    d.consume(src);
+  }
+  const std::string cmd = std::string("python3 ") + ZW_FLIGHT_TOOL + " --json " + file + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_NE(out.find("\"path\": \"device\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"algo\": \"copy_engine\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"state\": \"done\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"state\": \"running\""), std::string::npos) << out;
+  std::remove(file.c_str());
+  rmdir(dir);
 }
 
 }  // namespace
