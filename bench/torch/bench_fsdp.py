@@ -1,6 +1,7 @@
 """FSDP2 training step time on CPU: the zerowire backend against Gloo, interleaved, in one job.
 
     PYTHONPATH=<site with zerowire> python bench/torch/bench_fsdp.py --world 2 [--steps 5 --reps 3]
+                                                                   [--no-huge-page-advice]
 
 The small GPT of tests/python/test_training.py, larger here (d 256, 4 blocks, T 128, batch 8 per rank), sharded
 with fully_shard per block and at the root, AdamW. Two identical models, one on each backend (Gloo's sums and
@@ -22,6 +23,7 @@ import torch.nn.functional as F
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import fully_shard
 
+import zerowire._C
 import zerowire.torch  # noqa: F401
 
 import launch  # bench/torch/launch.py (the script's own folder is on sys.path)
@@ -34,6 +36,8 @@ def worker(rank, world, port, args):
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                       LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
     torch.set_num_threads(args.threads)
+    if args.no_huge_page_advice:  # the backend before its huge-page advice (python/csrc/host_pages.h)
+        zerowire._C._huge_page_advice(False)
     dist.init_process_group("zerowire", timeout=datetime.timedelta(seconds=600))
     gloo = dist.new_group(backend="gloo")
     vocab, T, d, layers, heads, batch = 512, 128, 256, 4, 4, 8
@@ -85,6 +89,8 @@ def main():
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--no-huge-page-advice", action="store_true",
+                   help="zerowire without its huge-page advice for destination tensors (python/csrc/host_pages.h)")
     args = p.parse_args()
     launch.spawn(worker, args.world, args)
 

@@ -66,14 +66,10 @@ void prefer_huge_pages(const at::Tensor& t) {
   const uintptr_t start = (p + kHuge - 1) & ~(kHuge - 1);
   const uintptr_t end = (p + t.nbytes()) & ~(kHuge - 1);
   if (end <= start) return;
-  const int uses = table().use(start, end);
+  if (table().use(start, end) != kCollapseOnUse) return;
   void* addr = reinterpret_cast<void*>(start);
-  if (uses == 1) {
-    (void)madvise(addr, end - start, MADV_HUGEPAGE);  // best effort (see host_pages.h)
-  } else if (uses == kCollapseOnUse) {
-    (void)madvise(addr, end - start, MADV_HUGEPAGE);  // again: the range may be a new mapping at the same place
-    (void)madvise(addr, end - start, MADV_COLLAPSE);
-  }
+  (void)madvise(addr, end - start, MADV_HUGEPAGE);  // best effort (see host_pages.h)
+  (void)madvise(addr, end - start, MADV_COLLAPSE);
 }
 
 }  // namespace zwt
