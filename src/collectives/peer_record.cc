@@ -83,8 +83,9 @@ Result<PeerRecord> decode_peer_record(const std::string& text, int peer) {
   }
   PeerRecord r;
   long pid = 0, world = 0;
-  if (lines.size() != 5 || !plain_text(lines[0]) || !plain_text(lines[1]) || !parse_int(lines[2], 1, 0x7fffffffL, &pid) ||
-      !parse_int(lines[3], 1, 0x7fffffffL, &world) || !from_hex(lines[4], &r.inbox_key))
+  if (lines.size() != 5 || !plain_text(lines[0]) || !plain_text(lines[1]) ||
+      !parse_int(lines[2], 1, 0x7fffffffL, &pid) || !parse_int(lines[3], 1, 0x7fffffffL, &world) ||
+      !from_hex(lines[4], &r.inbox_key))
     return Status(Code::kProtocolError, "malformed address record of rank " + std::to_string(peer) +
                                             " in the store (is it running the same zerowire version?)");
   r.address = lines[0];

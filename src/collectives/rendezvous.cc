@@ -110,10 +110,10 @@ Status Rendezvous::dispatch(int peer, const transport::Message& msg) {
 }
 
 Status Rendezvous::unknown_op(int peer, const char* what, const OpWire& w) const {
-  return Status(Code::kProtocolError, std::string(what) + " from " + describe(peer) + " names an operation this build " +
-                                          "does not know (kind " + std::to_string(w.kind) + ", algorithm " +
-                                          std::to_string(w.algo) + ", dtype " + std::to_string(w.dtype) +
-                                          ", reduction " + std::to_string(w.op) +
+  return Status(Code::kProtocolError, std::string(what) + " from " + describe(peer) +
+                                          " names an operation this build does not know (kind " +
+                                          std::to_string(w.kind) + ", algorithm " + std::to_string(w.algo) +
+                                          ", dtype " + std::to_string(w.dtype) + ", reduction " + std::to_string(w.op) +
                                           "): are all ranks running the same zerowire version?");
 }
 

@@ -110,8 +110,9 @@ void rendezvous_scripts(const PutFn& put) {
   put(t, "desync", header(8) + rv::control(1, other.last_sent()) + rv::transfer(rv::kSend, 1, 4096, 5));
   Rank ahead(1, 8, kAllReduce, 2);
   (void)ahead.rv->post_recv(0, ahead.reg(), 0, 4096, 12);
-  put(t, "ahead", header(8) + rv::control(1, ahead.last_sent()) + rv::transfer(rv::kSend, 1, 4096, 5) +
-                      rv::begin(2, 2) + rv::transfer(rv::kSend, 1, 4096, 12));
+  put(t, "ahead",
+      header(8) + rv::control(1, ahead.last_sent()) + rv::transfer(rv::kSend, 1, 4096, 5) + rv::begin(2, 2) +
+          rv::transfer(rv::kSend, 1, 4096, 12));
 
   // The notification of a one-sided write: rank 1 writes into what rank 0 posted.
   Rank poster(0, 8), writer(1, 8);
@@ -121,8 +122,9 @@ void rendezvous_scripts(const PutFn& put) {
   uint64_t notify = writer.other().writes.back().notify;
   std::string n{char(rv::kNotify), char(1)};
   n.append(reinterpret_cast<const char*>(&notify), 8);
-  put(t, "notify", header(8) + rv::transfer(rv::kPostRecv, 1, 4096, 13) + n + rv::transfer(rv::kWaitRecv, 1, 4096, 13) +
-                       std::string(1, rv::kEndOp));
+  put(t, "notify",
+      header(8) + rv::transfer(rv::kPostRecv, 1, 4096, 13) + n + rv::transfer(rv::kWaitRecv, 1, 4096, 13) +
+          std::string(1, rv::kEndOp));
 }
 
 // The encoder's record with this process's host and pid replaced by fixed ones (the seeds stay the same).
@@ -146,7 +148,7 @@ void mailbox_rows(const PutFn& put) {
   if (!box.ok()) return;
   const int fd = shm_open(Mailbox::name(prefix, 0).c_str(), O_RDWR, 0);
   (*box)->unlink_own();
-  struct stat st{};
+  struct stat st {};
   if (fd < 0 || fstat(fd, &st) != 0) return;
   void* row = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
   close(fd);
@@ -161,8 +163,8 @@ void mailbox_rows(const PutFn& put) {
   put("fuzz_cuda_ipc_mailbox", "row-op5", std::string(1, char(8)) + raw);
   put("fuzz_cuda_ipc_mailbox", "row-op4", std::string(1, char(6)) + raw);
   put("fuzz_cuda_ipc_mailbox", "row-refused-op6", std::string(1, char(10)) + raw);
-  put("fuzz_cuda_ipc_mailbox", "post", std::string(1, char(1)) +
-                                           std::string(reinterpret_cast<const char*>(record.data()), record.size()));
+  put("fuzz_cuda_ipc_mailbox", "post",
+      std::string(1, char(1)) + std::string(reinterpret_cast<const char*>(record.data()), record.size()));
   put("fuzz_cuda_ipc_mailbox", "post-refusal", std::string(1, char(0x81)) + why);
   munmap(row, static_cast<size_t>(st.st_size));
 }

@@ -43,7 +43,7 @@ Job& job() {
     j->peer = std::move(Mailbox::create(prefix, 1, 2)).value();
     FUZZ_CHECK(j->reader->attach_peers().ok() && j->peer->attach_peers().ok(), "attach");
     const int fd = shm_open(Mailbox::name(prefix, 1).c_str(), O_RDWR, 0);
-    struct stat st{};
+    struct stat st {};
     FUZZ_CHECK(fd >= 0 && fstat(fd, &st) == 0, "open the peer row");
     j->row_bytes = static_cast<size_t>(st.st_size);
     j->row = static_cast<std::byte*>(mmap(nullptr, j->row_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
@@ -88,7 +88,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::memcpy(&declared, j.row + at + kSizeAt, 4);
   const bool refused = declared & Mailbox::kRefused;
   std::vector<std::byte> out;
-  Status s = j.reader->wait(1, seq, Deadline::after(std::chrono::seconds(1)), [] { return Status(); }, &out);
+  Status s = j.reader->wait(
+      1, seq, Deadline::after(std::chrono::seconds(1)), [] { return Status(); }, &out);
   if (raw && variant) {
     FUZZ_CHECK(s.code() == Code::kAborted && s.message().find("rank 1 is past") != std::string::npos, s.to_string());
     return 0;

@@ -7,9 +7,10 @@
 // size in [1, 2^31), and an address and a host that are not empty and hold no NUL; and what the real encoder makes
 // of the decoded fields decodes to the same fields.
 // Non-goals: whether the address is reachable (the transport's connect says so).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
-#include <unistd.h>
 
 #include "collectives/peer_record.h"
 #include "fuzz_check.h"

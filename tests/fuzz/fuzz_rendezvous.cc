@@ -30,8 +30,8 @@ using namespace zw::fuzz;
 
 namespace {
 
-constexpr size_t kBuf = 16384;     // this rank's send and receive buffer
-constexpr size_t kRegion = 1024;   // eager receives land in kBuf / kRegion distinct regions of it
+constexpr size_t kBuf = 16384;    // this rank's send and receive buffer
+constexpr size_t kRegion = 1024;  // eager receives land in kBuf / kRegion distinct regions of it
 constexpr uint8_t kGuard = 0xEE;
 
 struct Input {
@@ -168,8 +168,11 @@ Status step(Harness& h, Rendezvous& rv, Input& in) {
       }
       return rv.post_recv(p, buf, offset, bytes, tag);
     }
-    case rv::kEndOp: return rv.end_op();
-    case rv::kClose: fake(h.eps, h.pick(in.byte())).close(); return Status();
+    case rv::kEndOp:
+      return rv.end_op();
+    case rv::kClose:
+      fake(h.eps, h.pick(in.byte())).close();
+      return Status();
     case rv::kWaitWrite: {
       const int p = h.pick(in.byte());
       return rv.wait_write(p, h.eps[p]->writes_posted());
@@ -197,9 +200,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   h.eager.slots = in.byte() % 65;
   h.eager.bytes = (in.byte() % 8) * 16;
   const uint8_t kind_algo = in.byte();
-  h.desc = OpDesc{static_cast<OpKind>(kind_algo % 8), static_cast<Algo>((kind_algo / 8) % 2),
-                  static_cast<DataType>(in.byte() % kNumDataTypes), static_cast<ReduceOp>(in.byte() % kNumReduceOps),
-                  0, 0};
+  h.desc = OpDesc{static_cast<OpKind>(kind_algo % 8),
+                  static_cast<Algo>((kind_algo / 8) % 2),
+                  static_cast<DataType>(in.byte() % kNumDataTypes),
+                  static_cast<ReduceOp>(in.byte() % kNumReduceOps),
+                  0,
+                  0};
   h.desc.root = in.byte() % h.n;
   h.desc.count = in.byte();
   h.peers.assign(h.n, PeerInfo{"fuzzhost", 0});

@@ -22,7 +22,18 @@
 
 namespace zw::fuzz::rv {
 
-enum Action : uint8_t { kControl = 0, kNotify = 4, kBegin, kPostRecv, kSend, kWaitRecv, kEndOp, kClose, kWaitWrite, kNumActions };
+enum Action : uint8_t {
+  kControl = 0,
+  kNotify = 4,
+  kBegin,
+  kPostRecv,
+  kSend,
+  kWaitRecv,
+  kEndOp,
+  kClose,
+  kWaitWrite,
+  kNumActions
+};
 
 struct Header {
   uint8_t world_rank, slots, eager16, kind_algo, dtype, op, root, count;

@@ -44,8 +44,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   uint32_t claimed = 0;
   std::memcpy(&claimed, data + 4, 4);
-  const bool valid = claimed < static_cast<uint32_t>(rank) &&
-                     std::memcmp(data, encode_liveness_hello(static_cast<int>(claimed)).data(), kLivenessHelloBytes) == 0;
+  const bool valid =
+      claimed < static_cast<uint32_t>(rank) &&
+      std::memcmp(data, encode_liveness_hello(static_cast<int>(claimed)).data(), kLivenessHelloBytes) == 0;
   FUZZ_CHECK(whole.state() == (valid ? LivenessReader::State::kPeer : LivenessReader::State::kBad),
              "hello for rank " + std::to_string(claimed) + " at rank " + std::to_string(rank) + " of " +
                  std::to_string(world));

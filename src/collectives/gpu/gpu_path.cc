@@ -40,10 +40,10 @@ Result<Work> run_gpu_collective(Communicator& comm, const OpDesc& desc, const Co
   auto* g = staged != nullptr ? nullptr : static_cast<gpu::GpuComm*>(engine);
   const int engine_device = staged != nullptr ? staged->device() : g->device();
   if (engine_device != dev.value())
-    return refuse(Status(Code::kInvalidArgument,
-                         where + ": this communicator runs its device-memory collectives on GPU " +
-                             std::to_string(engine_device) + " but these buffers are on GPU " +
-                             std::to_string(dev.value()) + " (use one communicator per GPU)"));
+    return refuse(Status(Code::kInvalidArgument, where +
+                                                     ": this communicator runs its device-memory collectives on GPU " +
+                                                     std::to_string(engine_device) + " but these buffers are on GPU " +
+                                                     std::to_string(dev.value()) + " (use one communicator per GPU)"));
   if (staged != nullptr && o.premul != 1.0)
     return refuse(Status(Code::kUnsupported, where +
                                                  ": pre-multiplied sums are not implemented on the staged (cross-host) "

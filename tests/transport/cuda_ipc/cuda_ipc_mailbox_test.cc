@@ -28,7 +28,7 @@ class MailboxTest : public ::testing::Test {
     ASSERT_TRUE(peer_->attach_peers().ok());
     const int fd = shm_open(Mailbox::name(prefix, 1).c_str(), O_RDWR, 0);
     ASSERT_GE(fd, 0);
-    struct stat st{};
+    struct stat st {};
     ASSERT_EQ(fstat(fd, &st), 0);
     row_bytes_ = static_cast<size_t>(st.st_size);
     raw_ = static_cast<std::byte*>(mmap(nullptr, row_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
@@ -42,7 +42,8 @@ class MailboxTest : public ::testing::Test {
   // Waits for rank 1's operation `seq` for at most 2 s.
   Status wait(uint64_t seq, std::vector<std::byte>* out, double* seconds = nullptr) {
     const auto start = Clock::now();
-    Status s = reader_->wait(1, seq, Deadline::after_seconds(2), [] { return Status(); }, out);
+    Status s = reader_->wait(
+        1, seq, Deadline::after_seconds(2), [] { return Status(); }, out);
     if (seconds) *seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return s;
   }

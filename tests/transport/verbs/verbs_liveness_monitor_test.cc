@@ -93,7 +93,7 @@ TEST(VerbsLivenessMonitor, ABadHelloIsDroppedWithoutNamingAnyone) {
   client((*m1)->address(), {wrong_magic});
   client((*m1)->address(), {hello(1)});  // not a lower rank
   client((*m1)->address(), {hello(2)});
-  client((*m1)->address(), {"BBBB"});    // a goodbye before any hello is no hello
+  client((*m1)->address(), {"BBBB"});  // a goodbye before any hello is no hello
   EXPECT_EQ(reports.first(0.5).first, -1);
 }
 
