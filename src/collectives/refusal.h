@@ -7,7 +7,8 @@
 // Device-memory collectives on the node-local CUDA IPC path take their own numbers, not the host queue's: a refusal
 // of such a call is posted in the GPU descriptor mailbox instead (GpuEngine::refuse, cuda_ipc_mailbox.h), where the
 // peers waiting for this rank's descriptor read it; a rank whose GPU path failed earlier posts one for every later
-// call, so its peers fail naming it instead of waiting until their timeout.
+// call, and so does a call that fails before its descriptor went out (a buffer CUDA IPC cannot export, a CUDA error),
+// so its peers fail naming it instead of waiting until their timeout.
 // Non-goals: send/recv batches (only the ranks they name take part) announce nothing; nor does a refusal of a rank's
 // first device-memory call before its GPU engine exists (the peers then wait in the engine's creation).
 #pragma once

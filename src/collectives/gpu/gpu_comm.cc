@@ -250,6 +250,7 @@ Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptio
     ZW_ASSIGN_OR_RETURN(mine.scratch, ipc.exporter().describe(scratch_));
   }
   ipc.mailbox().post(seq, std::as_bytes(std::span(&mine, 1)));
+  posted_seq_ = seq;
   peers->records.assign(size_, mine);
   peers->oneshot = mine.oneshot != 0;
   Deadline deadline = Deadline::after_seconds(timeout_s_);
@@ -448,7 +449,12 @@ Result<Work> GpuComm::issue(const OpDesc& desc, const CollectiveOptions& o, bool
       std::min({blocks_for(ring_bytes), kMaxRingSlices, std::max(1, shared_->ipc->common_block_limit())});
   Peers peers;
   Status st = exchange(seq, desc, o, ring, ring_blocks, &peers);
-  if (!st.ok()) return fail(st);
+  if (!st.ok()) {
+    // Failed before its descriptor went out (a buffer CUDA IPC cannot export, a CUDA error): the peers waiting for
+    // it learn why at once. A posted descriptor is left alone (a peer may be reading it).
+    if (posted_seq_ != seq) shared_->ipc->mailbox().post_refusal(seq, st.message());
+    return fail(st);
+  }
   CudaIpcTransport& ipc = *shared_->ipc;
   DirectArgs args;
   args.rank = rank_;

@@ -104,6 +104,7 @@ class GpuComm final : public GpuEngine {
   std::vector<cudaEvent_t> joins_;           // their completions, joined back into the caller's stream
   cudaEvent_t fork_ = nullptr;               // the arrive barrier's completion, forked to the side streams
   uint64_t seq_ = 0;
+  uint64_t posted_seq_ = 0;                  // the last operation whose descriptor this rank posted
   std::shared_ptr<GpuShared> shared_;
   std::shared_ptr<cudaEvent_t> last_event_;  // completion of the previous operation (null before the first)
   cudaStream_t last_stream_ = nullptr;       // the stream it ran on
