@@ -107,6 +107,34 @@ TEST(GpuCollectivesErrors, ARefusalOnOneRankFailsItsPeersAtOnce) {
   });
 }
 
+// Host memory passed as device memory on one rank: refused where the buffer's GPU is looked up (run_gpu_collective),
+// announced like the argument checks' refusals.
+TEST(GpuCollectivesErrors, HostMemoryPassedAsDeviceMemoryOnOneRankFailsItsPeerAtOnce) {
+  SKIP_WITHOUT_GPU();
+  run_gpu_ranks(2, 30, 1 << 20, [](int r, Communicator& comm, std::byte* buf, cudaStream_t s) {
+    CollectiveOptions o;
+    o.input = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
+    o.output = MemRef{buf + 65536, 4096, MemKind::kCudaDevice, 0};
+    o.count = 1024;
+    o.stream = s;
+    Result<Work> first = all_reduce(comm, o);
+    ASSERT_TRUE(first.ok()) << first.status().to_string();
+    ASSERT_TRUE(first.value().wait(std::chrono::seconds(60)).ok());
+    std::vector<std::byte> host(8192);
+    CollectiveOptions bad = o;
+    if (r == 1) bad.input = bad.output = MemRef{host.data(), 4096, MemKind::kCudaDevice, 0};
+    const auto start = std::chrono::steady_clock::now();
+    Result<Work> w = all_reduce(comm, bad);
+    Status st = w.ok() ? w.value().wait(std::chrono::seconds(60)) : w.status();
+    ASSERT_FALSE(st.ok());
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0) << st.to_string();
+    if (r == 0) {
+      EXPECT_NE(st.message().find("rank 1 refused"), std::string::npos) << st.to_string();
+      EXPECT_NE(st.message().find("not CUDA device memory"), std::string::npos) << st.to_string();
+    }
+  });
+}
+
 // Every rank makes the same mistake: each refuses, nobody waits for anybody, and the GPU path stays usable.
 TEST(GpuCollectivesErrors, TheSameRefusalOnEveryRankLeavesTheGpuPathUsable) {
   SKIP_WITHOUT_GPU();
