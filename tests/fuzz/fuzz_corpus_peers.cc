@@ -111,8 +111,7 @@ void rendezvous_scripts(const PutFn& put) {
   Rank ahead(1, 8, kAllReduce, 2);
   (void)ahead.rv->post_recv(0, ahead.reg(), 0, 4096, 12);
   put(t, "ahead",
-      header(8) + rv::control(1, ahead.last_sent()) + rv::transfer(rv::kSend, 1, 4096, 5) + rv::begin(2, 2) +
-          rv::transfer(rv::kSend, 1, 4096, 12));
+      header(8) + rv::control(1, ahead.last_sent()) + rv::begin(2, 2) + rv::transfer(rv::kSend, 1, 4096, 12));
 
   // The notification of a one-sided write: rank 1 writes into what rank 0 posted.
   Rank poster(0, 8), writer(1, 8);
