@@ -127,16 +127,18 @@ direct_install() {
 }
 export -f direct_install
 export ROOT BUILD LOG SITE py
+install_cap=200  # the extension and what changed since the build stage; a fresh BUILD builds zerowire's layers too
+[ -f "$BUILD/build.ninja" ] || install_cap=360
 if grep -q '^PIP_BUILD=yes' "$LOG/torch_env.txt"; then
-  if ! ZW_BUILD_DIR=$BUILD ZW_BUILD_JOBS=$(nproc) step 200 pip "$py" -m pip install --no-index \
+  if ! ZW_BUILD_DIR=$BUILD ZW_BUILD_JOBS=$(nproc) step "$install_cap" pip "$py" -m pip install --no-index \
     --disable-pip-version-check --no-build-isolation --no-deps --upgrade --target "$SITE" "$ROOT/python"; then
     echo "   pip install ./python failed (above; counted as a failure): building the package with CMake instead"
-    step 200 direct bash -c direct_install || { echo "   no package: the tests cannot run"; exit 1; }
+    step "$install_cap" direct bash -c direct_install || { echo "   no package: the tests cannot run"; exit 1; }
   fi
 else
   echo "   NOTE: $py lacks pip or a setuptools that builds wheels (>= 70.1, or with wheel): pip install ./python is" \
     "not checked here (CI checks it); building the package with CMake instead"
-  step 200 direct bash -c direct_install || { echo "   no package: the tests cannot run"; exit 1; }
+  step "$install_cap" direct bash -c direct_install || { echo "   no package: the tests cannot run"; exit 1; }
 fi
 export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
 echo "   package: $("$py" -c 'import zerowire.torch, zerowire._C as c; print(c.__file__)' 2>&1 | tail -1)"
