@@ -27,11 +27,13 @@ set -uo pipefail
 
 BUILD=${1:?usage: gpu_stage.sh BUILD LOG}
 LOG=${2:?usage: gpu_stage.sh BUILD LOG}
+mkdir -p "$BUILD" "$LOG" || exit 1
+BUILD=$(cd "$BUILD" && pwd)  # absolute: setup.py's ZW_BUILD_DIR must be, and pip runs it from python/
+LOG=$(cd "$LOG" && pwd)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DEVICE=${ZW_TORCH_DEVICE:-cuda}
 DEADLINE=$(($(date +%s) + ${ZW_TORCH_BUDGET_S:-280}))
 SITE=$BUILD/python/site
-mkdir -p "$LOG"
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
 worst=0
 
