@@ -103,6 +103,21 @@ def smoke(args):
     print(f"rank {rank}: smoke: all checks passed", flush=True)
 
 
+def nccl_premul_factor(dtype, factor):
+    """The PREMUL_SUM factor NCCL applies under torch's ProcessGroupNCCL. torch 2.11 stores a bfloat16 op's factor
+    as a 4-byte float and NCCL reads 2 bytes of it (ncclTypeSize), the float's low half: a bfloat16 of 0 for every
+    power of two, garbage otherwise (pytorch/pytorch#190745, fixed after 2.11). libzwnccl reads the scalar as NCCL
+    does, so the drop-in gives NCCL's numbers, and this reference says what they are."""
+    import struct
+
+    import torch
+
+    if dtype != torch.bfloat16 or not torch.__version__.startswith("2.11"):
+        return factor
+    low = struct.pack("<f", factor)[:2]
+    return struct.unpack("<f", b"\x00\x00" + low)[0]
+
+
 def matrix(args):
     import torch.distributed as dist
 
@@ -114,6 +129,9 @@ def matrix(args):
         def wait(self, work, outputs):
             if work is not None:
                 work.wait()
+
+        def premul_factor(self, dtype, factor):
+            return nccl_premul_factor(dtype, factor)
 
     ctx = zw_testing.Ctx(args.rank, args.world, gloo, dev.type)
     m = NcclMatrix(ctx)

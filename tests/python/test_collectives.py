@@ -51,12 +51,17 @@ class Matrix:
         else:
             work.wait()
 
+    def premul_factor(self, dtype, factor):
+        """The factor the backend is handed for a PREMUL_SUM over `dtype` (the zerowire backend: the factor itself)."""
+        return factor
+
     # --- references through Gloo -------------------------------------------------------------------------------
     def ref_reduce(self, x, op, factor=None):
         c = self.ctx
         x = x.cpu()  # Gloo runs on host copies (CUDA tensors too)
         t = x.to(wide(x.dtype))
         if factor is not None:
+            factor = self.premul_factor(x.dtype, factor)
             t = (x * factor).to(x.dtype).to(t.dtype)
         gloo_op = dist.ReduceOp.SUM if op in ("sum", "avg", "premul") else OPS[op]
         dist.all_reduce(t, op=gloo_op, group=c.gloo)

@@ -334,7 +334,10 @@ Status GpuComm::build(const OpDesc& desc, const CollectiveOptions& o, const Peer
   const size_t es = dtype_size(desc.dtype), n = static_cast<size_t>(size_), r = static_cast<size_t>(rank_);
   const bool avg = desc.op == ReduceOp::kAvg;
   a->count = desc.count;
-  if (o.premul != 1.0) a->premul = o.premul;
+  if (o.premul != 1.0) {
+    a->premultiply = true;
+    a->premul = o.premul;
+  }
   switch (desc.kind) {
     case OpKind::kAllGather:
       a->src[a->nsrc++] = o.input.ptr;

@@ -74,15 +74,15 @@ __device__ inline bool wait_at_least(const WaitCtx& w, const uint64_t* flag, uin
 inline constexpr int kUnroll = ZW_GPU_UNROLL;
 
 // For i in [0, count) handled by threads first, first + stride, ...: dst[d][i] = scale(fold(src[0..nsrc)[i])) for
-// every d; with premul != 0 every source element is first multiplied by premul (rounded to the element type: NCCL's
-// pre-multiplied sum). Sources fold left to right with the element type's rounding at every step (= the host
-// kernels). With
-// kVector every pointer is 16-byte aligned and the bulk moves in 16-byte vectors (kUnroll in flight per thread and
-// source); the tail after the last whole vector goes element by element.
+// every d; with `premultiply` every source element is first multiplied by premul (rounded to the element type:
+// NCCL's pre-multiplied sum; a factor of 0 gives zeros, as NCCL's does). Sources fold left to right with the element
+// type's rounding at every step (= the host kernels). With kVector every pointer is 16-byte aligned and the bulk moves
+// in 16-byte vectors (kUnroll in flight per thread and source); the tail after the last whole vector goes element by
+// element.
 template <DataType D, ReduceOp O, bool kVector, int N>
 __device__ __forceinline__ void move_range(const void* const (&src)[N], int nsrc, void* const (&dst)[N], int ndst,
                                            size_t count, double scale, size_t first, size_t stride,
-                                           double premul = 0) {
+                                           bool premultiply = false, double premul = 1) {
   using S = typename DevElem<D>::Storage;
   using M = typename DevElem<D>::Math;
   constexpr int kPer = kVector ? 16 / sizeof(S) : 1;
@@ -93,8 +93,8 @@ __device__ __forceinline__ void move_range(const void* const (&src)[N], int nsrc
   };
   const size_t n = kVector ? count / kPer : count;
   const M factor = static_cast<M>(scale), pre = static_cast<M>(premul);
-  auto premultiply = [&](Pack& p) {
-    if (premul != 0)
+  auto apply_premul = [&](Pack& p) {
+    if (premultiply)
 #pragma unroll
       for (int k = 0; k < kPer; ++k) p.e[k] = scale_elem<D>(p.e[k], pre);
   };
@@ -104,7 +104,7 @@ __device__ __forceinline__ void move_range(const void* const (&src)[N], int nsrc
     for (int u = 0; u < kUnroll; ++u) {
       const size_t i = i0 + u * stride;
       if (i < n) acc[u].v = static_cast<const V*>(src[0])[i];
-      premultiply(acc[u]);
+      apply_premul(acc[u]);
     }
     for (int s = 1; s < nsrc; ++s) {
       Pack x[kUnroll];
@@ -112,7 +112,7 @@ __device__ __forceinline__ void move_range(const void* const (&src)[N], int nsrc
       for (int u = 0; u < kUnroll; ++u) {
         const size_t i = i0 + u * stride;
         if (i < n) x[u].v = static_cast<const V*>(src[s])[i];
-        premultiply(x[u]);
+        apply_premul(x[u]);
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
@@ -139,7 +139,7 @@ __device__ __forceinline__ void move_range(const void* const (&src)[N], int nsrc
       const size_t i = n * kPer + first;
       auto load = [&](int s) {
         S x = static_cast<const S*>(src[s])[i];
-        return premul != 0 ? scale_elem<D>(x, pre) : x;
+        return premultiply ? scale_elem<D>(x, pre) : x;
       };
       S acc = load(0);
       for (int s = 1; s < nsrc; ++s) acc = reduce_elem<D, O>(acc, load(s));

@@ -36,9 +36,11 @@ __global__ void __launch_bounds__(1024) direct_kernel(const DirectArgs a, bool v
     const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
     if (vector)
-      dev::move_range<D, O, true>(a.src, a.nsrc, a.dst, a.ndst, a.count, a.scale, first, stride, a.premul);
+      dev::move_range<D, O, true>(a.src, a.nsrc, a.dst, a.ndst, a.count, a.scale, first, stride, a.premultiply,
+                                  a.premul);
     else
-      dev::move_range<D, O, false>(a.src, a.nsrc, a.dst, a.ndst, a.count, a.scale, first, stride, a.premul);
+      dev::move_range<D, O, false>(a.src, a.nsrc, a.dst, a.ndst, a.count, a.scale, first, stride, a.premultiply,
+                                   a.premul);
   }
   if (!(a.phases & kDonePhase)) return;
   // Publish this block's stores before it counts itself finished.

@@ -54,7 +54,8 @@ struct DirectArgs {
   void* dst[kMaxNodeRanks] = {};         // each `count` elements
   size_t count = 0;                      // elements per range
   double scale = 0;                      // != 0: multiply the result by it (avg = 1/size)
-  double premul = 0;                     // != 0: multiply every source element by it first (pre-multiplied sum)
+  bool premultiply = false;              // multiply every source element by `premul` first (pre-multiplied sum;
+  double premul = 1;                     // a flag, not premul != 0: NCCL's factor 0 gives zeros, not a plain sum)
   GpuSignals* mine = nullptr;            // this rank's signal block
   GpuSignals* peers[kMaxNodeRanks] = {}; // every rank's signal block as mapped here
   GpuHostStatus* status = nullptr;       // mapped host status word (device view)
