@@ -164,7 +164,7 @@ show_console() {
   [ "$TWO_VM" = 1 ] && prefix="[vm$1] "
   while IFS= read -r line; do
     line=${line%$'\r'}
-    printf '%s\n' "$line" >>"$RUN/console$1.log"
+    printf '%s\n' "$line" 2>/dev/null >>"$RUN/console$1.log" || true  # the log is a copy: never stop the output
     case "$line" in
       "@@ZW:$NONCE:ready:"*) log "vm$1 ready (rxe0 up) at guest uptime ${line##*:} s" ;;
       "@@ZW:$NONCE:"*) ;;
@@ -257,9 +257,15 @@ main() {
   flock -u 9
   NONCE=$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
   mkdir -p "$CACHE/runs"
-  # keep the last 5 run directories (console logs) for post-mortems
-  find "$CACHE/runs" -mindepth 1 -maxdepth 1 -type d | sort | head -n -5 | xargs -r rm -rf
+  # keep the last 5 run directories (console logs) for post-mortems; a run still going holds the lock on its
+  # directory's .busy (fd 8, for its whole life) and is never pruned by a run that starts beside it
+  find "$CACHE/runs" -mindepth 1 -maxdepth 1 -type d | sort | head -n -5 | while read -r old; do
+    [ -e "$old/.busy" ] && ! flock -n "$old/.busy" true && continue
+    rm -rf "$old"
+  done
   RUN=$(mktemp -d "$CACHE/runs/$(date +%Y%m%d-%H%M%S).XXXX")
+  exec 8>"$RUN/.busy"
+  flock 8
   build_payload "$RUN"
   log "kernel $KPKG $KPKG_VERSION; initrd $(du -h "$RUN/initrd.img" | cut -f1); booting $((TWO_VM + 1)) VM(s)"
   QEMU_RC=()
