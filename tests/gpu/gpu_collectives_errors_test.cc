@@ -49,14 +49,20 @@ void run_gpu_ranks(int n, double timeout_s, size_t bytes,
   for (auto& t : threads) t.join();
 }
 
+// 1,024 floats on GPU 0 issued on stream s: the input at buf, an output of out_bytes at buf + out_offset.
+CollectiveOptions device_floats(std::byte* buf, cudaStream_t s, size_t out_bytes = 4096, size_t out_offset = 65536) {
+  CollectiveOptions o;
+  o.input = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
+  o.output = MemRef{buf + out_offset, out_bytes, MemKind::kCudaDevice, 0};
+  o.count = 1024;
+  o.stream = s;
+  return o;
+}
+
 TEST(GpuCollectivesErrors, DifferentOperationsNameBothRanks) {
   SKIP_WITHOUT_GPU();
   run_gpu_ranks(2, 20, 1 << 20, [](int r, Communicator& comm, std::byte* buf, cudaStream_t s) {
-    CollectiveOptions o;
-    o.input = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
-    o.output = MemRef{buf + 65536, 8192, MemKind::kCudaDevice, 0};
-    o.count = 1024;
-    o.stream = s;
+    CollectiveOptions o = device_floats(buf, s, 8192);
     Result<Work> w = r == 0 ? all_gather(comm, o) : all_reduce(comm, o);
     ASSERT_FALSE(w.ok());
     EXPECT_EQ(w.status().code(), Code::kDesync) << w.status().to_string();
@@ -72,11 +78,7 @@ TEST(GpuCollectivesErrors, DifferentOperationsNameBothRanks) {
 TEST(GpuCollectivesErrors, ARefusalOnOneRankFailsItsPeersAtOnce) {
   SKIP_WITHOUT_GPU();
   run_gpu_ranks(3, 30, 1 << 20, [](int r, Communicator& comm, std::byte* buf, cudaStream_t s) {
-    CollectiveOptions o;
-    o.input = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
-    o.output = MemRef{buf + 65536, 4096, MemKind::kCudaDevice, 0};
-    o.count = 1024;
-    o.stream = s;
+    CollectiveOptions o = device_floats(buf, s);
     Result<Work> first = all_reduce(comm, o);  // the GPU engine exists on every rank from here on
     ASSERT_TRUE(first.ok()) << first.status().to_string();
     ASSERT_TRUE(first.value().wait(std::chrono::seconds(60)).ok());
@@ -112,11 +114,7 @@ TEST(GpuCollectivesErrors, ARefusalOnOneRankFailsItsPeersAtOnce) {
 TEST(GpuCollectivesErrors, HostMemoryPassedAsDeviceMemoryOnOneRankFailsItsPeerAtOnce) {
   SKIP_WITHOUT_GPU();
   run_gpu_ranks(2, 30, 1 << 20, [](int r, Communicator& comm, std::byte* buf, cudaStream_t s) {
-    CollectiveOptions o;
-    o.input = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
-    o.output = MemRef{buf + 65536, 4096, MemKind::kCudaDevice, 0};
-    o.count = 1024;
-    o.stream = s;
+    CollectiveOptions o = device_floats(buf, s);
     Result<Work> first = all_reduce(comm, o);
     ASSERT_TRUE(first.ok()) << first.status().to_string();
     ASSERT_TRUE(first.value().wait(std::chrono::seconds(60)).ok());
@@ -139,11 +137,7 @@ TEST(GpuCollectivesErrors, HostMemoryPassedAsDeviceMemoryOnOneRankFailsItsPeerAt
 TEST(GpuCollectivesErrors, TheSameRefusalOnEveryRankLeavesTheGpuPathUsable) {
   SKIP_WITHOUT_GPU();
   run_gpu_ranks(2, 30, 1 << 20, [](int, Communicator& comm, std::byte* buf, cudaStream_t s) {
-    CollectiveOptions o;
-    o.input = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
-    o.output = MemRef{buf + 65536, 4096, MemKind::kCudaDevice, 0};
-    o.count = 1024;
-    o.stream = s;
+    CollectiveOptions o = device_floats(buf, s);
     for (int i = 0; i < 6; ++i) {  // more refusals than the mailbox has slots
       Result<Work> w = all_reduce(comm, o);
       ASSERT_TRUE(w.ok()) << w.status().to_string();
@@ -160,11 +154,7 @@ TEST(GpuCollectivesErrors, TheSameRefusalOnEveryRankLeavesTheGpuPathUsable) {
 TEST(GpuCollectivesErrors, ARankThatNeverArrivesIsNamedAtTheTimeout) {
   SKIP_WITHOUT_GPU();
   run_gpu_ranks(3, 2, 1 << 20, [](int r, Communicator& comm, std::byte* buf, cudaStream_t s) {
-    CollectiveOptions o;
-    o.input = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
-    o.output = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
-    o.count = 1024;
-    o.stream = s;
+    CollectiveOptions o = device_floats(buf, s, 4096, 0);
     if (r == 2) return;  // never issues the operation
     Result<Work> w = all_reduce(comm, o);
     ASSERT_FALSE(w.ok());
@@ -177,11 +167,8 @@ TEST(GpuCollectivesErrors, MixedHostAndDeviceBuffersAreRejected) {
   SKIP_WITHOUT_GPU();
   run_gpu_ranks(1, 5, 4096, [](int, Communicator& comm, std::byte* buf, cudaStream_t s) {
     std::vector<float> host(1024);
-    CollectiveOptions o;
+    CollectiveOptions o = device_floats(buf, s, 4096, 0);
     o.input = MemRef::host(host.data(), 4096);
-    o.output = MemRef{buf, 4096, MemKind::kCudaDevice, 0};
-    o.count = 1024;
-    o.stream = s;
     Result<Work> w = all_reduce(comm, o);
     ASSERT_FALSE(w.ok());
     EXPECT_NE(w.status().message().find("host memory but output is"), std::string::npos) << w.status().to_string();
