@@ -439,7 +439,7 @@ Result<Work> GpuComm::issue(const OpDesc& desc, const CollectiveOptions& o, bool
       Status s = shared_->failed.with_context(std::string(op_kind_name(desc.kind)) + " on rank " +
                                               std::to_string(rank_) + ": the communicator's GPU path failed earlier");
       // The peers that still issue this operation fail at once naming this rank, instead of at their timeout.
-      shared_->ipc->mailbox().post_refusal(++seq_, s.message());
+      refuse(s);
       return s;
     }
   }
