@@ -157,10 +157,12 @@ struct P2POp {
 };
 // A batch of sends and receives posted together (NCCL's ncclGroupStart/End around ncclSend/ncclRecv, torch's
 // batch_isend_irecv): every receive is posted before any send waits, so any pattern of exchanges completes. One Work
-// for the batch. All buffers are host memory, or all device memory of one GPU on ops[0].options.stream: device
-// batches between ranks are staged through host memory and synchronous with that stream (the call returns when the
-// batch is done; NCCL's are asynchronous), device batches where every peer is this rank are device copies enqueued
-// on the stream.
+// for the batch. All buffers are host memory, or all device memory of one GPU on ops[0].options.stream, where the
+// batch is enqueued on that stream and the call returns at once, as NCCL's: transfers to this rank are device copies,
+// transfers between ranks are staged through pinned host memory (copies on the stream, the host batch on the
+// communicator's worker; the stream passes the batch when its data has moved) — except a batch with a peer in this
+// process (ranks as threads), which is staged synchronously (the call returns when the batch is done). all_to_all on
+// device memory works the same way (synchronous when another rank runs in this process).
 Result<Work> send_recv(Communicator& comm, std::span<const P2POp> ops);
 
 }  // namespace zw

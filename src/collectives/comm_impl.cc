@@ -166,6 +166,7 @@ CommImpl::~CommImpl() {
     abort(Status(Code::kAborted, "the communicator was destroyed on " + describe(rank_) + " with " +
                                      std::to_string(pending) + " operation(s) pending; wait() on their Work first"));
   gpu_.reset();  // waits for its kernels
+  gpu_p2p_.reset();  // waits for its last operation (the worker still runs its host part)
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -252,6 +253,15 @@ void CommImpl::abort(const Status& reason) {
   waiters_cv_.notify_all();
   std::lock_guard<std::mutex> lock(gpu_mutex_);
   if (gpu_) gpu_->abort(reason.ok() ? Status(Code::kAborted, "aborted by the application") : reason);
+  if (gpu_p2p_) gpu_p2p_->abort(reason.ok() ? Status(Code::kAborted, "aborted by the application") : reason);
+}
+
+Result<GpuEngine*> CommImpl::gpu_p2p_engine(const std::function<Result<std::unique_ptr<GpuEngine>>()>& make) {
+  std::lock_guard<std::mutex> lock(gpu_mutex_);
+  if (!gpu_p2p_) {
+    ZW_ASSIGN_OR_RETURN(gpu_p2p_, make());
+  }
+  return gpu_p2p_.get();
 }
 
 Result<GpuEngine*> CommImpl::gpu_engine(const std::function<Result<std::unique_ptr<GpuEngine>>()>& make) {

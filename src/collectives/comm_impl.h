@@ -126,6 +126,10 @@ class CommImpl {
   std::string describe(int rank) const { return rendezvous_->describe(rank); }
   // The host name `rank` published at set-up (this rank's own for rank()).
   const std::string& host_of(int rank) const { return peers_[rank].host; }
+  // Whether `rank` runs in this process (same host and pid as this rank; true for rank()).
+  bool in_this_process(int rank) const {
+    return peers_[rank].pid == peers_[rank_].pid && peers_[rank].host == peers_[rank_].host;
+  }
 
   // Picks the algorithm for an operation moving `bytes` in total (the same on every rank).
   Algo choose_algo(size_t bytes) const;
@@ -154,6 +158,10 @@ class CommImpl {
   const std::shared_ptr<monitor::CommMonitor>& monitor() const { return monitor_; }
   // The GPU engine; the first call creates it with `make` (a collective step: every rank calls it then).
   Result<GpuEngine*> gpu_engine(const std::function<Result<std::unique_ptr<GpuEngine>>()>& make);
+  // The staged engine of device-memory send/recv batches and all_to_all (gpu/gpu_p2p.cc); the first call creates it
+  // with `make`, on this rank alone (not a collective step: a batch involves only its peers). Aborted with the
+  // communicator, destroyed before its worker stops.
+  Result<GpuEngine*> gpu_p2p_engine(const std::function<Result<std::unique_ptr<GpuEngine>>()>& make);
   // The device-memory engine if one was created, else null.
   GpuEngine* gpu_engine_if_created() {
     std::lock_guard<std::mutex> lock(gpu_mutex_);
@@ -242,8 +250,9 @@ class CommImpl {
   std::thread worker_;
   std::unique_ptr<TcpStoreServer> store_server_;  // rank 0 under a launcher: the store it serves
   std::shared_ptr<Store> store_;                   // prefixed with this communicator's namespace
-  std::mutex gpu_mutex_;                           // guards gpu_'s creation
+  std::mutex gpu_mutex_;                           // guards gpu_'s and gpu_p2p_'s creation
   std::unique_ptr<GpuEngine> gpu_;                 // device-memory path, created on first use
+  std::unique_ptr<GpuEngine> gpu_p2p_;             // device-memory send/recv and all_to_all, created on first use
   std::shared_ptr<monitor::CommMonitor> monitor_;  // records and metrics (null: ZW_MONITOR=0)
 };
 

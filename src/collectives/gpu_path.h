@@ -4,6 +4,7 @@
 // to run_gpu_collective. With CUDA (gpu/gpu_comm.cc) it runs them on the caller's stream through the node-local
 // cuda_ipc transport, or, when the ranks span several hosts (or ZW_CUDA_PATH=staged), through pinned host memory
 // over the communicator's transport (gpu/gpu_staged.h); without CUDA (gpu_path_none.cc) it returns kUnsupported.
+// Send/recv batches and all_to_all on device memory come here too (run_gpu_send_recv, run_gpu_all_to_all).
 #pragma once
 
 #include "collectives/op_desc.h"
@@ -14,9 +15,10 @@ namespace zw::internal {
 // `desc` is the validated operation (algo unused). Returns once the kernel is enqueued on options.stream.
 Result<Work> run_gpu_collective(Communicator& comm, const OpDesc& desc, const CollectiveOptions& options);
 
-// A validated send_recv batch / all_to_all on device memory (gpu/gpu_p2p.cc): staged through host memory and
-// synchronous with ops[0].options.stream / options.stream, except transfers that stay on this rank (device copies
-// enqueued on the stream).
+// A validated send_recv batch / all_to_all on device memory (gpu/gpu_p2p.cc), enqueued on ops[0].options.stream /
+// options.stream: transfers that stay on this rank are device copies, transfers between ranks are staged through
+// pinned host memory by the communicator's p2p engine (gpu/gpu_staged.h); the call returns without waiting, except
+// when a peer (all_to_all: any other rank) runs in this process, where it is staged synchronously.
 Result<Work> run_gpu_send_recv(Communicator& comm, std::span<const P2POp> ops);
 Result<Work> run_gpu_all_to_all(Communicator& comm, const OpDesc& desc, const CollectiveOptions& options);
 

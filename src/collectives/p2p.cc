@@ -5,7 +5,8 @@
 // iteration's chunk of every send, then waits for this iteration's chunk of every receive. Transfers are numbered
 // per (sender, receiver) pair (Rendezvous::next_send_seq / next_recv_seq), not in the collective sequence, because
 // ranks outside the batch issue nothing. Transfers to this rank itself are matched in order inside the batch and
-// copied. Device-memory batches and all-to-alls go to gpu_path.h.
+// copied. Device-memory batches and all-to-alls go to gpu_path.h (staged through pinned memory on the caller's stream:
+// gpu/gpu_staged_p2p.cc runs this file's batch task, host_send_recv_task, on the staged copies).
 // Non-goals: tag matching (NCCL has none either), receives of unknown size, more distinct buffers in one batch than
 // the registration cache holds (64; they would be registered again, which only costs time on shm and tcp).
 #include <vector>
@@ -146,6 +147,23 @@ internal::CommImpl::Task send_recv_task(std::vector<Xfer> xs, int r) {
     return Status();
   };
 }
+
+}  // namespace
+
+namespace internal {
+
+CommImpl::Task host_send_recv_task(const CommImpl& comm, std::span<const P2POp> ops) {
+  std::vector<Xfer> xs;
+  xs.reserve(ops.size());
+  for (const P2POp& op : ops)
+    xs.push_back(Xfer{op.kind, op.options.peer, op.kind == P2PKind::kSend ? op.options.input : op.options.output,
+                      op.options.count * dtype_size(op.options.dtype)});
+  return send_recv_task(std::move(xs), comm.rank());
+}
+
+}  // namespace internal
+
+namespace {
 
 // The op list of gather (to_root = true) or scatter through `root`.
 std::vector<P2POp> rooted_ops(const Communicator& comm, const CollectiveOptions& o, bool to_root) {

@@ -1,28 +1,31 @@
-// collectives/gpu/gpu_p2p.cc — send_recv batches and all_to_all on CUDA device memory (collectives/gpu_path.h).
+// collectives/gpu/gpu_p2p.cc — send_recv batches and all_to_all on CUDA device memory (collectives/gpu_path.h): which
+// path each takes.
 //
-// Transfers that stay on this rank (a world of one, sends to oneself) are device-to-device copies enqueued on the
-// caller's stream: asynchronous, as NCCL's. Transfers between ranks are staged through host memory, synchronously:
-// the caller's stream is drained after the device-to-host copies of the sends, the host batch (or host all_to_all)
-// runs over the communicator's transport and is waited for, and the host-to-device copies of the receives are
-// waited for before the call returns. Correct for any pattern, but the host waits (NCCL returns at once) and nothing
-// overlaps. What stream order needs, not done yet:
-//  - all_to_all on one node (GpuComm, gpu_comm.h): an op kind whose exchange maps every peer's output, then the arrive
-//    barrier, one copy per destination with its own source (input block p -> rank p's output at this rank's block;
-//    copy engines on forked streams as enqueue_copy_engine does for all-gather, whose copies share one source), and
-//    the done barrier; the communicator-wide sequence numbers fit, as every rank takes part.
-//  - send/recv batches on one node: only the peers of the batch take part, so the communicator-wide sequence numbers
-//    and barriers of GpuComm do not fit; they need a sequence number per pair of ranks in the signal block, the
-//    batch's descriptors through the per-peer mailbox slots (the receiver's buffer handle to the sender), and a kernel
-//    (or copy-engine copies between pair barriers) that writes each send into the mapped receive buffer.
-//  - across hosts: StagedGpu's mechanism (gpu_staged.h: D2H on the stream, the host operation as a task on the
-//    communicator's worker, cuStreamWaitValue32 on a pinned flag before the H2D) with a send_recv batch as the task.
-// Staging memory: one pageable buffer per calling thread, grown to the largest batch and kept.
-// Non-goals: CUDA graph capture (the host waits), overlap of several batches.
+//  - Transfers that stay on this rank (a world of one, sends to oneself, also inside a batch with other peers) are
+//    device-to-device copies enqueued on the caller's stream.
+//  - Transfers between ranks of different processes, on any topology, are staged operations on the caller's stream
+//    (gpu_staged.h, gpu_staged_p2p.cc): D2H copies of the sends into pinned staging, the host batch (or host
+//    all_to_all) on the communicator's worker, a stream wait on a flag, H2D copies of the receives. The call returns
+//    once they are enqueued; the Work completes when the stream passed them and the host part succeeded. The engine is
+//    the communicator's p2p engine (CommImpl::gpu_p2p_engine), created by this rank alone on first use, separate from
+//    the collectives' engine (a node-local GpuComm has no host staging; a staged one keeps its own staging area).
+//  - A batch with a peer in this process (ranks as threads), or an all_to_all of a communicator with another rank in
+//    this process, stays synchronous: the stream is drained after the D2H copies, the host batch runs and is waited
+//    for, and so are the H2D copies (pageable staging per calling thread). Ranks of one process share the GPU's
+//    context when they share a GPU, where a stream wait of one rank can hold another rank's blocking call (gpu_staged.h
+//    measured it); without an exchange this rank cannot tell whether such a peer is on its GPU, so every rank of this
+//    process is treated as one that is. Correct for any pattern, but the call waits.
+// What stream order on one node could do better, not done: all_to_all as a GpuComm operation (its exchange maps every
+// peer's output, a pairwise direct kernel), send/recv batches through mapped receive buffers (per-pair sequence
+// numbers in the signal block, descriptors through the per-peer mailbox slots).
+// Non-goals: CUDA graph capture (the staged path's host part cannot be captured), tag matching.
 #include <cuda_runtime_api.h>
 
 #include <vector>
 
+#include "collectives/gpu/gpu_staged.h"
 #include "collectives/gpu_path.h"
+#include "collectives/refusal.h"
 #include "transport/cuda_ipc/cuda_ipc_device.h"
 
 namespace zw::internal {
@@ -62,14 +65,15 @@ Status copy_local(int rank, std::span<const P2POp> ops, cudaStream_t stream) {
                                        std::to_string(bytes) + " bytes to this rank met a receive of " +
                                        std::to_string(bytes_of(*recvs[i])) + " bytes");
     if (bytes == 0 || buffer_of(*sends[i]).ptr == buffer_of(*recvs[i]).ptr) continue;
-    ZW_TRY(cuda_status(cudaMemcpyAsync(buffer_of(*recvs[i]).ptr, buffer_of(*sends[i]).ptr, bytes,
-                                       cudaMemcpyDeviceToDevice, stream),
-                       "send_recv: cudaMemcpyAsync to this rank"));
+    ZW_TRY(cuda_status(
+        cudaMemcpyAsync(buffer_of(*recvs[i]).ptr, buffer_of(*sends[i]).ptr, bytes, cudaMemcpyDeviceToDevice, stream),
+        "send_recv: cudaMemcpyAsync to this rank"));
   }
   return Status();
 }
 
-Status staged_send_recv(Communicator& comm, std::span<const P2POp> ops, cudaStream_t stream) {
+// The synchronous path (ranks of this process among the peers, see the file comment).
+Status sync_send_recv(Communicator& comm, std::span<const P2POp> ops, cudaStream_t stream) {
   size_t total = 0;
   for (const P2POp& op : ops) total += bytes_of(op);
   std::byte* stage = staging(total).data();
@@ -98,30 +102,7 @@ Status staged_send_recv(Communicator& comm, std::span<const P2POp> ops, cudaStre
   return cuda_status(cudaStreamSynchronize(stream), "send_recv: waiting for the received data");
 }
 
-}  // namespace
-
-Result<Work> run_gpu_send_recv(Communicator& comm, std::span<const P2POp> ops) {
-  ZW_ASSIGN_OR_RETURN(int device, device_of(ops));
-  transport::cuda_ipc::DeviceScope scope(device);
-  ZW_TRY(scope.status());
-  auto stream = static_cast<cudaStream_t>(ops[0].options.stream);
-  bool local = true;
-  for (const P2POp& op : ops) local = local && op.options.peer == comm.rank();
-  ZW_TRY(local ? copy_local(comm.rank(), ops, stream) : staged_send_recv(comm, ops, stream));
-  return Work();
-}
-
-Result<Work> run_gpu_all_to_all(Communicator& comm, const OpDesc& desc, const CollectiveOptions& o) {
-  ZW_ASSIGN_OR_RETURN(int device, transport::cuda_ipc::device_of_pointer(o.input.ptr));
-  transport::cuda_ipc::DeviceScope scope(device);
-  ZW_TRY(scope.status());
-  auto stream = static_cast<cudaStream_t>(o.stream);
-  const size_t total = desc.count * dtype_size(desc.dtype) * static_cast<size_t>(comm.size());
-  if (comm.size() == 1) {
-    ZW_TRY(cuda_status(cudaMemcpyAsync(o.output.ptr, o.input.ptr, total, cudaMemcpyDeviceToDevice, stream),
-                       "all_to_all: cudaMemcpyAsync"));
-    return Work();
-  }
+Status sync_all_to_all(Communicator& comm, const CollectiveOptions& o, size_t total, cudaStream_t stream) {
   std::byte* stage = staging(2 * total).data();
   ZW_TRY(cuda_status(cudaMemcpyAsync(stage, o.input.ptr, total, cudaMemcpyDeviceToHost, stream),
                      "all_to_all: staging the input"));
@@ -133,8 +114,78 @@ Result<Work> run_gpu_all_to_all(Communicator& comm, const OpDesc& desc, const Co
   ZW_TRY(work.wait());
   ZW_TRY(cuda_status(cudaMemcpyAsync(o.output.ptr, stage + total, total, cudaMemcpyHostToDevice, stream),
                      "all_to_all: copying the output to the device"));
-  ZW_TRY(cuda_status(cudaStreamSynchronize(stream), "all_to_all: waiting for the output"));
-  return Work();
+  return cuda_status(cudaStreamSynchronize(stream), "all_to_all: waiting for the output");
+}
+
+// The communicator's staged p2p engine, created here on first use (this rank alone), on `device`.
+Result<gpu::StagedGpu*> p2p_engine(Communicator& comm, int device, const char* what) {
+  CommImpl& impl = comm.impl();
+  ZW_ASSIGN_OR_RETURN(GpuEngine * e, impl.gpu_p2p_engine([&]() -> Result<std::unique_ptr<GpuEngine>> {
+    return gpu::StagedGpu::create(impl, device, "send/recv and all_to_all");
+  }));
+  auto* g = static_cast<gpu::StagedGpu*>(e);
+  if (g->device() != device)
+    return Status(Code::kInvalidArgument,
+                  std::string(what) + " on rank " + std::to_string(comm.rank()) +
+                      ": this communicator runs its device-memory send/recv and all_to_all on GPU " +
+                      std::to_string(g->device()) + " but these buffers are on GPU " + std::to_string(device) +
+                      " (use one communicator per GPU)");
+  return g;
+}
+
+}  // namespace
+
+Result<Work> run_gpu_send_recv(Communicator& comm, std::span<const P2POp> ops) {
+  ZW_ASSIGN_OR_RETURN(int device, device_of(ops));
+  transport::cuda_ipc::DeviceScope scope(device);
+  ZW_TRY(scope.status());
+  auto stream = static_cast<cudaStream_t>(ops[0].options.stream);
+  const CommImpl& impl = comm.impl();
+  std::vector<P2POp> self, remote;
+  bool same_process = false;
+  for (const P2POp& op : ops) {
+    (op.options.peer == comm.rank() ? self : remote).push_back(op);
+    same_process = same_process || (op.options.peer != comm.rank() && impl.in_this_process(op.options.peer));
+  }
+  if (same_process) {
+    ZW_TRY(sync_send_recv(comm, ops, stream));
+    return Work();
+  }
+  ZW_TRY(copy_local(comm.rank(), self, stream));
+  if (remote.empty()) return Work();
+  ZW_ASSIGN_OR_RETURN(gpu::StagedGpu * g, p2p_engine(comm, device, "send_recv"));
+  CollectiveOptions o = ops[0].options;  // stream and timeout of ops[0] rule
+  return g->send_recv(remote, o);
+}
+
+Result<Work> run_gpu_all_to_all(Communicator& comm, const OpDesc& desc, const CollectiveOptions& o) {
+  // A call refused here is announced to the peers (refusal.h), which would otherwise wait for it: the host queue's
+  // marker, as the staged all_to_all is a host operation there.
+  auto refuse = [&](const Status& s) {
+    announce_refusal(comm, s);
+    return s;
+  };
+  auto device = transport::cuda_ipc::device_of_pointer(o.input.ptr);
+  if (!device.ok()) return refuse(device.status().with_context("all_to_all on rank " + std::to_string(comm.rank())));
+  transport::cuda_ipc::DeviceScope scope(device.value());
+  ZW_TRY(scope.status());
+  auto stream = static_cast<cudaStream_t>(o.stream);
+  const size_t total = desc.count * dtype_size(desc.dtype) * static_cast<size_t>(comm.size());
+  if (comm.size() == 1) {
+    ZW_TRY(cuda_status(cudaMemcpyAsync(o.output.ptr, o.input.ptr, total, cudaMemcpyDeviceToDevice, stream),
+                       "all_to_all: cudaMemcpyAsync"));
+    return Work();
+  }
+  bool same_process = false;
+  for (int p = 0; p < comm.size(); ++p)
+    same_process = same_process || (p != comm.rank() && comm.impl().in_this_process(p));
+  if (same_process) {
+    ZW_TRY(sync_all_to_all(comm, o, total, stream));
+    return Work();
+  }
+  auto g = p2p_engine(comm, device.value(), "all_to_all");
+  if (!g.ok()) return refuse(g.status());
+  return g.value()->all_to_all(desc, o);
 }
 
 }  // namespace zw::internal

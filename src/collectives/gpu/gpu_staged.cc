@@ -1,5 +1,7 @@
-// The staged device-memory engine of gpu_staged.h: pinned staging, the worker-side chunk tasks, stream waits on the
-// flag word, completion and failure handling.
+// The staged device-memory engine of gpu_staged.h: pinned staging, the worker-side step tasks, stream waits on the
+// flag word, completion and failure handling. What each operation stages is built elsewhere: collectives'
+// chunk plans in gpu_staged_plan.cc, send/recv batches and all_to_all in gpu_staged_p2p.cc.
+// Non-goals: choosing the engine (gpu_path.cc, gpu_p2p.cc).
 #include "collectives/gpu/gpu_staged.h"
 
 #include "collectives/gpu/gpu_events.h"
@@ -111,10 +113,10 @@ Status wait_copied(cudaEvent_t copied, int device, double timeout_s, int rank) {
       return cuda_status(err, "rank " + std::to_string(rank) + ": the device-to-host staging copy failed");
     if (deadline.expired())
       return Status(Code::kTimeout, "rank " + std::to_string(rank) +
-                                        ": the device-to-host staging copy of its input "
-                                        "did not finish within " +
+                                        ": the stream did not reach the staged operation (its device-to-host "
+                                        "copies) within " +
                                         std::to_string(static_cast<int>(timeout_s)) +
-                                        " s (work queued on the stream before the collective never finished; check "
+                                        " s (work queued on the stream before the operation never finished; check "
                                         "kernels and other collectives issued on that stream)");
     if (polls < 200)
       std::this_thread::yield();
@@ -193,7 +195,7 @@ StagedGpu::StagedGpu(CommImpl& impl, int device)
       timeout_s_(impl.settings().timeout_s),
       chunk_bytes_(impl.settings().cuda_staging_chunk) {}
 
-Result<std::unique_ptr<GpuEngine>> StagedGpu::create(CommImpl& impl, int device) {
+Result<std::unique_ptr<GpuEngine>> StagedGpu::create(CommImpl& impl, int device, const char* purpose) {
   ZW_TRY(stream_wait_value32());
   DeviceScope scope(device);
   ZW_TRY(scope.status());
@@ -207,8 +209,8 @@ Result<std::unique_ptr<GpuEngine>> StagedGpu::create(CommImpl& impl, int device)
   ZW_TRY(cuda_status(cudaHostGetDevicePointer(&dev, flag, 0), "cudaHostGetDevicePointer(flag)"));
   g->shared_->flag_device = reinterpret_cast<CUdeviceptr>(dev);
   g->watcher_ = std::thread([p = g.get()] { p->watch_loop(); });
-  ZW_INFO(kCuda, "rank %d: device-memory collectives staged through pinned host memory over %s (GPU %d, chunk %zu)",
-          g->rank_, impl.transport_name(), device, g->chunk_bytes_);
+  ZW_INFO(kCuda, "rank %d: device-memory %s staged through pinned host memory over %s (GPU %d, chunk %zu)", g->rank_,
+          purpose, impl.transport_name(), device, g->chunk_bytes_);
   return std::unique_ptr<GpuEngine>(std::move(g));
 }
 
@@ -276,68 +278,85 @@ Status StagedGpu::reserve_staging(size_t bytes) {
 
 Result<Work> StagedGpu::run(const OpDesc& desc, const CollectiveOptions& o) {
   const std::string where = std::string(op_kind_name(desc.kind)) + " on rank " + std::to_string(rank_);
+  StagedCopy d2d;
+  auto build = [&](std::byte* staging) {
+    const StagedPlan plan = plan_staged(impl_, desc, o, staging, chunk_bytes_);
+    d2d = plan.d2d;
+    std::vector<StagedStep> steps;
+    steps.reserve(plan.chunks.size());
+    for (const StagedChunk& c : plan.chunks)
+      steps.push_back(StagedStep{c.desc, host_task(impl_, c.desc, c.host), {c.d2h}, {c.h2d}});
+    return steps;
+  };
+  return submit(staging_bytes(desc, impl_.size()), build, o, where, d2d);
+}
+
+Result<Work> StagedGpu::submit(size_t bytes, const std::function<std::vector<StagedStep>(std::byte*)>& build,
+                               const CollectiveOptions& o, const std::string& where, const StagedCopy& d2d) {
   Status failed = shared_->failure();
   if (!failed.ok()) return failed.with_context(where + ": the communicator's GPU path failed earlier");
   DeviceScope scope(device_);
   ZW_TRY(scope.status());
-  ZW_TRY(reserve_staging(staging_bytes(desc, impl_.size())));
-  const StagedPlan plan = plan_staged(impl_, desc, o, staging_, chunk_bytes_);
-  if (plan.chunks.empty()) return Work();
+  ZW_TRY(reserve_staging(std::max<size_t>(bytes, 1)));
+  std::vector<StagedStep> steps = build(staging_);  // may fill d2d (run's plan)
+  if (steps.empty()) return Work();
   ZW_ASSIGN_OR_RETURN(std::shared_ptr<cudaEvent_t> done, shared_->events->get());
-  ZW_ASSIGN_OR_RETURN(uint64_t first, shared_->reserve(plan.chunks.size()));
+  ZW_ASSIGN_OR_RETURN(uint64_t first, shared_->reserve(steps.size()));
+  const size_t count = steps.size();
   std::vector<Work> works;
   auto stream = static_cast<cudaStream_t>(o.stream);
-  Status st = issue(o, plan, first, &works);
+  Status st = issue(o, steps, d2d, first, &works);
   if (st.ok()) st = cuda_status(cudaEventRecord(*done, stream), "cudaEventRecord");
   if (!works.empty()) {
-    watch(works.back());  // also after a failure: the chunks already queued still use the staging area
+    watch(works.back());  // also after a failure: the steps already queued still use the staging area
     last_chunk_ = works.back();
   }
   if (!st.ok()) {
     st = st.with_context(where);
     shared_->fail(st);  // releases the waits already queued; later operations fail at once
-    // Only some chunks reached the worker: this rank is out of step with its peers, so they are told now (the
-    // communicator aborts with this reason) instead of timing out on the missing chunks.
-    if (!works.empty() && works.size() < plan.chunks.size()) impl_.abort(st);
+    // Only some steps reached the worker: this rank is out of step with its peers, so they are told now (the
+    // communicator aborts with this reason) instead of timing out on the missing steps.
+    if (!works.empty() && works.size() < count) impl_.abort(st);
     return st;
   }
   last_done_ = done;
   last_stream_ = stream;
-  std::string what = where + " (staged GPU operation " + std::to_string(++ops_) + ", " +
-                     std::to_string(plan.chunks.size()) + " chunks)";
-  ZW_TRACE(kCuda, "%s: chunks %llu..%llu issued", what.c_str(), static_cast<unsigned long long>(first),
-           static_cast<unsigned long long>(first + plan.chunks.size() - 1));
+  std::string what = where + " (staged GPU operation " + std::to_string(++ops_) + ", " + std::to_string(count) +
+                     (count == 1 ? " step)" : " steps)");
+  ZW_TRACE(kCuda, "%s: steps %llu..%llu issued", what.c_str(), static_cast<unsigned long long>(first),
+           static_cast<unsigned long long>(first + count - 1));
   return Work(std::make_shared<WorkState>(std::make_unique<StagedPoller>(done, std::move(works), std::move(what))));
 }
 
-Status StagedGpu::issue(const CollectiveOptions& o, const StagedPlan& plan, uint64_t first, std::vector<Work>* works) {
+Status StagedGpu::issue(const CollectiveOptions& o, std::vector<StagedStep>& steps, const StagedCopy& d2d,
+                        uint64_t first, std::vector<Work>* works) {
   auto stream = static_cast<cudaStream_t>(o.stream);
   if (last_done_ && last_stream_ != stream)
-    ZW_TRY(cuda_status(cudaStreamWaitEvent(stream, *last_done_, 0), "ordering after the previous staged collective"));
-  ZW_TRY(copy_async(plan.d2d, cudaMemcpyDeviceToDevice, stream, "root's device-to-device copy"));
+    ZW_TRY(cuda_status(cudaStreamWaitEvent(stream, *last_done_, 0), "ordering after the previous staged operation"));
+  ZW_TRY(copy_async(d2d, cudaMemcpyDeviceToDevice, stream, "root's device-to-device copy"));
   const ChunkOwner owner{rank_, device_, o.timeout.count() > 0 ? o.timeout.count() / 1000.0 : timeout_s_};
   const MemRef staging = MemRef::host(staging_, staging_size_);
-  for (size_t i = 0; i < plan.chunks.size(); ++i) {
-    const StagedChunk& c = plan.chunks[i];
-    std::shared_ptr<cudaEvent_t> copied;
-    if (c.d2h.height > 0) {
-      ZW_TRY(copy_async(c.d2h, cudaMemcpyDeviceToHost, stream, "device-to-host staging copy"));
-      ZW_ASSIGN_OR_RETURN(copied, shared_->events->get());
-      ZW_TRY(cuda_status(cudaEventRecord(*copied, stream), "cudaEventRecord"));
-    }
-    CommImpl::Task task =
-        chunk_task(shared_, host_task(impl_, c.desc, c.host), std::move(copied), staging, first + i, owner);
-    works->push_back(impl_.enqueue(c.desc, o.timeout, std::move(task)));
+  for (size_t i = 0; i < steps.size(); ++i) {
+    StagedStep& step = steps[i];
+    for (const StagedCopy& c : step.d2h)
+      ZW_TRY(copy_async(c, cudaMemcpyDeviceToHost, stream, "device-to-host staging copy"));
+    // Recorded even without copies: the host op writes the staging area only once S has read the previous
+    // operation's results out of it (a receive-only step would otherwise race the previous H2D copies).
+    ZW_ASSIGN_OR_RETURN(std::shared_ptr<cudaEvent_t> copied, shared_->events->get());
+    ZW_TRY(cuda_status(cudaEventRecord(*copied, stream), "cudaEventRecord"));
+    CommImpl::Task task = chunk_task(shared_, std::move(step.task), std::move(copied), staging, first + i, owner);
+    works->push_back(impl_.enqueue(step.desc, o.timeout, std::move(task)));
   }
   ZW_ASSIGN_OR_RETURN(WaitValue32Fn wait_value, stream_wait_value32());
-  for (size_t i = 0; i < plan.chunks.size(); ++i) {
-    const auto value = static_cast<cuuint32_t>(first + i);  // cyclic >=: wraps safely (< 2^31 chunks in flight)
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const auto value = static_cast<cuuint32_t>(first + i);  // cyclic >=: wraps safely (< 2^31 steps in flight)
     CUresult res =
         wait_value(reinterpret_cast<CUstream>(stream), shared_->flag_device, value, CU_STREAM_WAIT_VALUE_GEQ);
     if (res != CUDA_SUCCESS)
       return Status(Code::kSystem, "cuStreamWaitValue32 failed with CUresult " + std::to_string(res) +
                                        " (stream memory operations unavailable? set ZW_CUDA_PATH=ipc on one node)");
-    ZW_TRY(copy_async(plan.chunks[i].h2d, cudaMemcpyHostToDevice, stream, "host-to-device staging copy"));
+    for (const StagedCopy& c : steps[i].h2d)
+      ZW_TRY(copy_async(c, cudaMemcpyHostToDevice, stream, "host-to-device staging copy"));
   }
   return Status();
 }

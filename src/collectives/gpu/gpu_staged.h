@@ -1,36 +1,43 @@
-// collectives/gpu/gpu_staged.h — the staged device-memory engine: collectives on CUDA buffers of ranks on several
-// hosts (or whenever CommSettings::cuda_path is "staged") travel through pinned host memory over the communicator's
-// own transport, pipelined in chunks.
+// collectives/gpu/gpu_staged.h — the staged device-memory engine: operations on CUDA buffers travel through pinned
+// host memory over the communicator's own transport, as host operations on the communicator's worker. Collectives
+// take it when the ranks span several hosts (or whenever CommSettings::cuda_path is "staged"), pipelined in chunks;
+// send/recv batches and all_to_all on device memory take it on every topology (gpu_staged_p2p.cc, one engine per
+// communicator of its own: CommImpl::gpu_p2p_engine), except between ranks of one process (gpu/gpu_p2p.cc).
 //
 // Per operation on device buffers and the caller's stream S, in the caller's thread (it never waits for the GPU or
-// the network; see StagedGpu::run):
+// the network; see StagedGpu::submit):
 //   1. S waits for this engine's previous operation if that ran on another stream (the staging area is shared).
-//   2. For each chunk: D2H copy of the chunk's input into the pinned staging area on S, an event after it, and the
-//      chunk's host collective (host_task, collectives/host_task.h, on the staging slices) enqueued on the
-//      communicator's worker: device and host collectives of one communicator keep their issue order. On the worker
-//      the task waits for the event, runs the host algorithm, waits until its own sends have left the staging area,
-//      then writes the chunk's number into a pinned flag word.
-//   3. For each chunk: a stream memory wait on S (cuStreamWaitValue32 on the flag) and the H2D copy of the chunk's
-//      result into the output. All D2H copies precede the first wait on S, so the network of chunk k overlaps the
+//   2. For each step (a collective's chunk, or a whole send/recv batch or all_to_all): the D2H copies of its inputs
+//      into the pinned staging area on S, an event after them (recorded even when there is nothing to copy: the host
+//      step must not write the staging area before S is done reading the previous operation out of it), and the
+//      step's host operation (host_task, collectives/host_task.h, on the staging slices) enqueued on the
+//      communicator's worker: device and host operations of one communicator keep their issue order. On the worker
+//      the task waits for the event, runs the host operation, waits until its own sends have left the staging area,
+//      then writes the step's number into a pinned flag word.
+//   3. For each step: a stream memory wait on S (cuStreamWaitValue32 on the flag) and the H2D copies of the step's
+//      results into the outputs. All D2H copies precede the first wait on S, so the network of chunk k overlaps the
 //      D2H of the chunks after it and the H2D of the chunks before it.
-//   4. An event after the last H2D: the Work completes when it has fired and every chunk's host op succeeded.
+//   4. An event after the last H2D: the Work completes when it has fired and every step's host op succeeded. S does
+//      not pass the op before its host part is done (a send-only batch too: its staging slot is reused next).
 // Chunked (ZW_CUDA_STAGING_CHUNK / CommConfig::cuda_staging_chunk): all_reduce, broadcast and reduce by element
 // ranges of the buffer; all_gather and reduce_scatter by element ranges of every rank's block (a chunk of those
 // moves world_size pieces, one 2D copy each way). Every chunk is its own host collective, with its own sequence
-// number and fingerprint, so ranks whose chunk sizes differ fail as desynchronized, naming each other.
+// number and fingerprint, so ranks whose chunk sizes differ fail as desynchronized, naming each other. Send/recv
+// batches and all_to_all are one step each (the host operation chunks its transfers on the wire itself).
 //
-// Failure: a chunk whose host op fails (its error names the peer) or is not run (the communicator failed earlier,
-// or was aborted) raises the flag past every chunk issued so far, so no stream waits forever: the H2D copies then run
+// Failure: a step whose host op fails (its error names the peer) or is not run (the communicator failed earlier,
+// or was aborted) raises the flag past every step issued so far, so no stream waits forever: the H2D copies then run
 // and the outputs of the failed and later operations hold unspecified data (nothing is poisoned); the Work reports
 // the host error. A watcher thread notices host ops that the worker skipped (they run no code of ours). Later
-// device-memory operations fail at once with the first error. A CUDA call that fails while an operation is issued
-// fails it the same way; if only some of its chunks reached the worker, the communicator is aborted with that error
-// (the peers would otherwise wait for the missing chunks until their timeout).
+// device-memory operations of the engine fail at once with the first error. A CUDA call that fails while an
+// operation is issued fails it the same way; if only some of its steps reached the worker, the communicator is
+// aborted with that error (the peers would otherwise wait for the missing steps until their timeout).
 // Staging memory: one pinned area as large as the largest operation (the output for all_gather, the input for
-// reduce_scatter, the buffer otherwise), grown in 2 MiB steps after the previous operation finished with it.
+// reduce_scatter, the buffer otherwise; a batch's sends and receives; all_to_all's input and output), grown in 2 MiB
+// steps after the previous operation finished with it (growing waits, in the caller's thread, for that operation).
 //
 // Stream memory waits are invisible to CUDA's scheduler: another stream of this process that shares S's hardware
-// queue (CUDA_DEVICE_MAX_CONNECTIONS, default 8) can be held behind a wait until the chunk's host op finished. The
+// queue (CUDA_DEVICE_MAX_CONNECTIONS, default 8) can be held behind a wait until the step's host op finished. The
 // worker's wait for a D2H copy is bounded by the operation timeout, so such a false dependency ends in a timeout
 // error naming the rank, never in a hang. Ranks of one communicator must not share a GPU inside one process (NCCL
 // refuses duplicate GPUs too): their streams then live in one context, where an allocation or a pageable copy in
@@ -39,17 +46,20 @@
 // Threading: one issuing thread per communicator (as for host collectives); Work handles from any thread.
 // Non-goals: GPUDirect RDMA (device buffers registered with the NIC; the seam is wants_staged_path), a bounded ring
 // of staging chunks (memory independent of the message size), double-buffered staging (the next operation's D2H
-// copies start after this one's last H2D copy), CUDA graph capture. Cross-communicator note (as for NCCL): ranks must
-// issue collectives of different communicators sharing one stream in the same order, or they wait on each other
-// until the timeout.
+// copies start after this one's last H2D copy), pipelining a send/recv batch or all_to_all in chunks (its D2H, wire
+// and H2D run one after the other), CUDA graph capture. Cross-communicator note (as for NCCL): ranks must issue
+// operations of different communicators sharing one stream in the same order, or they wait on each other until the
+// timeout.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -94,17 +104,37 @@ size_t staging_bytes(const OpDesc& desc, int size);
 StagedPlan plan_staged(const CommImpl& impl, const OpDesc& desc, const CollectiveOptions& o, std::byte* staging,
                        size_t chunk_bytes);
 
+// One host operation of a staged run with its copies: a collective's chunk, or a whole send/recv batch.
+struct StagedStep {
+  OpDesc desc;                  // what the host queue records (fingerprint, monitoring)
+  CommImpl::Task task;          // the host operation over the staging area, run on the worker
+  std::vector<StagedCopy> d2h;  // device inputs -> staging, before the task
+  std::vector<StagedCopy> h2d;  // staging -> device outputs, after it
+};
+
 struct StagedShared;  // flag word, sticky failure and event pool, shared with tasks and Work handles
 
 class StagedGpu final : public GpuEngine {
  public:
-  // Not a collective step: nothing is exchanged at creation. `impl` owns the engine and outlives it.
-  static Result<std::unique_ptr<GpuEngine>> create(CommImpl& impl, int device);
+  // Not a collective step: nothing is exchanged at creation. `impl` owns the engine and outlives it. `purpose`
+  // names what it stages in the log ("collectives", "send/recv and all_to_all").
+  static Result<std::unique_ptr<GpuEngine>> create(CommImpl& impl, int device, const char* purpose = "collectives");
   ~StagedGpu() override;
 
   int device() const { return device_; }
-  // Enqueues the operation on o.stream (see the file comment) and returns without waiting for it.
+  // Enqueues the collective on o.stream (see the file comment) and returns without waiting for it.
   Result<Work> run(const OpDesc& desc, const CollectiveOptions& o);
+  // The general form (run() and gpu_staged_p2p.cc): makes the staging area hold `bytes` (at least 1), builds the
+  // steps over it with `build(staging)`, enqueues them on o.stream after `d2d` (a device-to-device copy; height 0:
+  // none) and returns without waiting. o.stream and o.timeout are used. `where` starts error messages ("send_recv on
+  // rank 2"). Steps with an empty task are not allowed.
+  Result<Work> submit(size_t bytes, const std::function<std::vector<StagedStep>(std::byte* staging)>& build,
+                      const CollectiveOptions& o, const std::string& where, const StagedCopy& d2d = {});
+  // A send/recv batch as one step (gpu_staged_p2p.cc): `ops` are validated device-memory transfers to other ranks
+  // (zero-byte ones included: both sides number them), on this engine's GPU; stream and timeout from o.
+  Result<Work> send_recv(std::span<const P2POp> ops, const CollectiveOptions& o);
+  // A validated device-memory all_to_all (desc.kind kAllToAll) as one step (gpu_staged_p2p.cc).
+  Result<Work> all_to_all(const OpDesc& desc, const CollectiveOptions& o);
   void abort(const Status& reason) override;
 
  private:
@@ -113,8 +143,9 @@ class StagedGpu final : public GpuEngine {
   Status reserve_staging(size_t bytes);
   // Waits until the previous operation no longer uses the staging area (kTimeout after the operation timeout).
   Status quiesce();
-  // Enqueues the plan's copies, chunk tasks and stream waits; chunk i signals `first + i`.
-  Status issue(const CollectiveOptions& o, const StagedPlan& plan, uint64_t first, std::vector<Work>* works);
+  // Enqueues the steps' copies, tasks and stream waits after `d2d`; step i signals `first + i`.
+  Status issue(const CollectiveOptions& o, std::vector<StagedStep>& steps, const StagedCopy& d2d, uint64_t first,
+               std::vector<Work>* works);
   void watch_loop();
   void watch(const Work& last_chunk);
 
