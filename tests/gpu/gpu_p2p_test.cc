@@ -8,6 +8,8 @@
 // its inputs and poisons its outputs on the rank's stream right before the call, and reads the outputs back on the
 // same stream right after it, before waiting for the Work: a receive not ordered after the host transfer reads poison.
 // Values are small integers (exact in bf16) that encode sender, receiver and index, so a misplaced block shows.
+// Transports: the batches and the stream-order case over shm (the pinned staging area written by peers with
+// process_vm_writev), all_to_all and the killed peer over tcp.
 // Stream order: a host function holds the stream for 2 s before the operation (standing in for a long kernel: this
 // binary has no device code); the call must return while it still holds it (an event after it not yet complete),
 // and the received data must be the input written on the stream after it.
@@ -133,7 +135,9 @@ struct Rank {
 };
 
 Result<Rank> join(const RankEnv& env, double timeout_s) {
-  if (cudaSetDevice(env.rank % device_count()) != cudaSuccess) return Status(Code::kSystem, "cudaSetDevice");
+  const int gpus = device_count();
+  if (gpus == 0 || cudaSetDevice(env.rank % gpus) != cudaSuccess)
+    return Status(Code::kSystem, "rank " + std::to_string(env.rank) + ": no usable CUDA device");
   ZW_ASSIGN_OR_RETURN(auto store, connect_tcp_store(env.store, env.token, std::chrono::seconds(30)));
   CommConfig config;
   config.transport = env.transport;
@@ -311,7 +315,7 @@ TEST(GpuP2p, AllToAll) {
     return;
   }
   SKIP_WITHOUT_GPU();
-  run_as_processes(3, "shm");
+  run_as_processes(3, "tcp");  // the batches above run over shm
 }
 
 // Holds the stream for 2 s (a host function: a long kernel's effect on stream order without device code here).
