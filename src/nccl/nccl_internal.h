@@ -42,6 +42,8 @@ struct Op {
 
 }  // namespace zw::nccl
 
+inline constexpr size_t kPruneAt = 64;  // ncclComm::pending's first pruning size
+
 struct ncclComm {
   int rank = 0;
   int nranks = 0;
@@ -59,6 +61,7 @@ struct ncclComm {
   std::mutex mu;
   std::string last_error;
   std::deque<zw::Work> pending;
+  size_t prune_at = kPruneAt;  // issue() drops finished entries of `pending` when it reaches this size (group.cc)
   ncclResult_t async_error = ncclSuccess;
   std::string async_text;
   std::atomic<bool> aborted{false};  // ncclCommAbort/Revoke (read without mu on every call)

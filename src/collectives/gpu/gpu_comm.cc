@@ -422,7 +422,8 @@ void GpuComm::build_ring(const OpDesc& desc, const CollectiveOptions& o, const P
 Result<Work> GpuComm::run(const OpDesc& desc, const CollectiveOptions& o) {
   const int64_t enqueue = static_cast<int64_t>(now_ns());
   const bool ring = use_ring(desc, o);
-  const bool ce = desc.kind == OpKind::kAllGather && size_ > 1 && desc.count * dtype_size(desc.dtype) >= ce_bytes_;
+  const bool ce = (desc.kind == OpKind::kAllGather && size_ > 1 && desc.count * dtype_size(desc.dtype) >= ce_bytes_) ||
+                  (size_ == 1 && o.premul == 1.0);  // world size 1: a copy (or nothing), see issue_alone
   const auto algo = ring ? monitor::DeviceAlgo::kRing
                     : ce ? monitor::DeviceAlgo::kCopyEngine
                          : monitor::DeviceAlgo::kDirect;
@@ -445,6 +446,7 @@ Result<Work> GpuComm::issue(const OpDesc& desc, const CollectiveOptions& o, bool
   }
   DeviceScope scope(device_);
   ZW_TRY(scope.status());
+  if (size_ == 1) return issue_alone(desc, o, slot);
   const uint64_t seq = ++seq_;
   const size_t es = dtype_size(desc.dtype);
   const size_t ring_bytes = desc.kind == OpKind::kAllReduce ? (desc.count / size_ + 16) * es : desc.count * es;
@@ -484,14 +486,16 @@ Result<Work> GpuComm::issue(const OpDesc& desc, const CollectiveOptions& o, bool
     st = launch_direct(desc.dtype, desc.op, args, blocks_for(args.count * es), threads_, stream);
   }
   if (!st.ok()) return fail(st);
+  return complete(desc, seq, slot, stream);
+}
+
+Result<Work> GpuComm::complete(const OpDesc& desc, uint64_t seq, size_t slot, cudaStream_t stream) {
   ZW_TRY(recorder_.mark_end(slot, stream));
   ZW_ASSIGN_OR_RETURN(std::shared_ptr<cudaEvent_t> done, shared_->events->get());
   ZW_TRY(cuda_status(cudaEventRecord(*done, stream), "cudaEventRecord"));
   last_event_ = done;
   last_stream_ = stream;
-  std::string what = std::string(op_kind_name(desc.kind)) + " on rank " + std::to_string(rank_) + " (GPU operation " +
-                     std::to_string(seq) + ")";
-  auto poller = std::make_unique<GpuPoller>(shared_, done, seq, std::move(what), timeout_s_);
+  auto poller = std::make_unique<GpuPoller>(shared_, done, seq, desc.kind, rank_, timeout_s_);
   return Work(std::make_shared<WorkState>(std::move(poller)));
 }
 

@@ -6,7 +6,8 @@
 // apart: the error names both), map the peers' buffers it needs (cached), make the stream wait for this
 // communicator's previous operation if it was on another stream, launch, record an event. The host never waits for
 // the GPU; only for the peers' host threads to have issued the same operation. Work::wait polls the event and the
-// mapped status word; a dead peer found while waiting aborts the kernels, which then fail naming it.
+// mapped status word; a dead peer found while waiting aborts the kernels, which then fail naming it. At world size 1
+// there is nobody to exchange with: a copy on the copy engine, nothing in place, a kernel only to scale (gpu_alone.cc).
 //
 // Ranks of one process that share a GPU (ranks as threads) must issue on streams that do not wait for each other:
 // two kernels in one stream, or one in the legacy default stream and one in a stream that synchronizes with it, run
@@ -72,6 +73,10 @@ class GpuComm final : public GpuEngine {
   bool use_ring(const OpDesc& desc, const CollectiveOptions& o) const;
   // run() without its monitoring record (`slot`: the record's, whose events it marks around the kernels).
   Result<Work> issue(const OpDesc& desc, const CollectiveOptions& o, bool ring, size_t slot);
+  // issue() at world size 1 (gpu_alone.cc): no peers, so no descriptor, barrier or kernel launch unless it scales.
+  Result<Work> issue_alone(const OpDesc& desc, const CollectiveOptions& o, size_t slot);
+  // The end of an issue: the completion event after the operation on `stream`, and the Work that polls it.
+  Result<Work> complete(const OpDesc& desc, uint64_t seq, size_t slot, cudaStream_t stream);
   Status exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptions& o, bool ring, int ring_blocks,
                   Peers* peers);
   // Refuses the operation when two ranks of one process on one GPU issued it on streams that serialize.

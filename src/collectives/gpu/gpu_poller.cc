@@ -17,7 +17,7 @@ std::optional<Status> GpuPoller::poll() {
   if (hs->failure != 0 && hs->seq <= seq_) return failure(hs->failure, hs->peer, hs->seq);
   cudaError_t err = cudaEventQuery(*event_);
   if (err == cudaSuccess) return Status();
-  if (err != cudaErrorNotReady) return cuda_status(err, what_ + ": the GPU reported an error");
+  if (err != cudaErrorNotReady) return cuda_status(err, what() + ": the GPU reported an error");
   if (now_ns() >= next_check_ns_) {
     next_check_ns_ = now_ns() + 10'000'000;
     for (int p = 0; p < shared_->ipc->size(); ++p) {
@@ -25,7 +25,7 @@ std::optional<Status> GpuPoller::poll() {
       if (alive.ok()) continue;
       shared_->ipc->host_status()->abort = 1;  // kernels waiting for it stop
       record(alive);
-      return alive.with_context(what_);
+      return alive.with_context(what());
     }
   }
   return std::nullopt;
@@ -34,7 +34,7 @@ std::optional<Status> GpuPoller::poll() {
 Status GpuPoller::failure(uint32_t code, int peer, uint64_t seq) {
   {
     std::lock_guard<std::mutex> lock(shared_->mutex);
-    if (!shared_->failed.ok()) return shared_->failed.with_context(what_);
+    if (!shared_->failed.ok()) return shared_->failed.with_context(what());
   }
   std::string who = shared_->ipc->describe(peer);
   Status st = code == transport::cuda_ipc::kGpuTimeout
@@ -44,7 +44,12 @@ Status GpuPoller::failure(uint32_t code, int peer, uint64_t seq) {
                   : Status(Code::kAborted, "GPU operation " + std::to_string(seq) + " was aborted while waiting for " +
                                                who);
   record(st);
-  return st.with_context(what_);
+  return st.with_context(what());
+}
+
+std::string GpuPoller::what() const {
+  return std::string(op_kind_name(kind_)) + " on rank " + std::to_string(rank_) + " (GPU operation " +
+         std::to_string(seq_) + ")";
 }
 
 void GpuPoller::record(const Status& st) {
