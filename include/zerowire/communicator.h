@@ -162,7 +162,8 @@ struct P2POp {
 // transfers between ranks are staged through pinned host memory (copies on the stream, the host batch on the
 // communicator's worker; the stream passes the batch when its data has moved) — except a batch with a peer in this
 // process (ranks as threads), which is staged synchronously (the call returns when the batch is done). all_to_all on
-// device memory works the same way (synchronous when another rank runs in this process).
+// device memory is enqueued on options.stream too: on one node as one kernel over the peers' buffers (CUDA IPC), across
+// hosts staged like a batch (synchronous when another rank runs in this process).
 Result<Work> send_recv(Communicator& comm, std::span<const P2POp> ops);
 
 }  // namespace zw

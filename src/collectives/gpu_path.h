@@ -16,9 +16,10 @@ namespace zw::internal {
 Result<Work> run_gpu_collective(Communicator& comm, const OpDesc& desc, const CollectiveOptions& options);
 
 // A validated send_recv batch / all_to_all on device memory (gpu/gpu_p2p.cc), enqueued on ops[0].options.stream /
-// options.stream: transfers that stay on this rank are device copies, transfers between ranks are staged through
-// pinned host memory by the communicator's p2p engine (gpu/gpu_staged.h); the call returns without waiting, except
-// when a peer (all_to_all: any other rank) runs in this process, where it is staged synchronously.
+// options.stream: transfers that stay on this rank are device copies; all_to_all on one node is a collective of the
+// node-local engine (run_gpu_collective); other transfers between ranks are staged through pinned host memory by the
+// communicator's p2p engine (gpu/gpu_staged.h). The call returns without waiting, except for a staged batch with a
+// peer in this process (staged all_to_all: any other rank in this process), which is staged synchronously.
 Result<Work> run_gpu_send_recv(Communicator& comm, std::span<const P2POp> ops);
 Result<Work> run_gpu_all_to_all(Communicator& comm, const OpDesc& desc, const CollectiveOptions& options);
 

@@ -9,7 +9,9 @@
 // same stream right after it, before waiting for the Work: a receive not ordered after the host transfer reads poison.
 // Values are small integers (exact in bf16) that encode sender, receiver and index, so a misplaced block shows.
 // Transports: the batches and the stream-order case over shm (the pinned staging area written by peers with
-// process_vm_writev), all_to_all and the killed peer over tcp.
+// process_vm_writev), the staged all_to_all (CommConfig::cuda_path "staged") and the killed peer over tcp. all_to_all
+// on one node runs the node-local engine's pairwise kernel (CUDA IPC between the processes); ranks as threads run it
+// in tests/nccl/nccl_gpu_api_test.cc.
 // Stream order: a host function holds the stream for 2 s before the operation (standing in for a long kernel: this
 // binary has no device code); the call must return while it still holds it (an event after it not yet complete),
 // and the received data must be the input written on the stream after it.
@@ -55,7 +57,7 @@ using pattern::store_value;
 
 struct RankEnv {
   int rank = 0, size = 0;
-  std::string store, token, transport;
+  std::string store, token, transport, cuda_path;
 };
 
 std::optional<RankEnv> child_env() {
@@ -63,12 +65,13 @@ std::optional<RankEnv> child_env() {
   if (rank.empty()) return std::nullopt;
   return RankEnv{std::atoi(rank.c_str()), std::atoi(gpu_test::env_or("ZW_P2P_TEST_WORLD", "0").c_str()),
                  gpu_test::env_or("ZW_P2P_TEST_STORE", ""), gpu_test::env_or("ZW_P2P_TEST_TOKEN", ""),
-                 gpu_test::env_or("ZW_P2P_TEST_TRANSPORT", "shm")};
+                 gpu_test::env_or("ZW_P2P_TEST_TRANSPORT", "shm"), gpu_test::env_or("ZW_P2P_TEST_CUDA_PATH", "")};
 }
 
-// Starts n copies of this binary running only the current test as ranks 0..n-1 over `transport` and expects each to
-// exit 0, except the ranks in `killed`, which must die of SIGKILL.
-void run_as_processes(int n, const std::string& transport, const std::vector<int>& killed = {}) {
+// Starts n copies of this binary running only the current test as ranks 0..n-1 over `transport` (CommConfig::cuda_path
+// `cuda_path`, empty: the default) and expects each to exit 0, except the ranks in `killed`, which must die of SIGKILL.
+void run_as_processes(int n, const std::string& transport, const std::vector<int>& killed = {},
+                      const std::string& cuda_path = "") {
   const std::string token = "p2p-test-" + std::to_string(getpid());
   auto server = start_tcp_store_server({"127.0.0.1:0", token});
   ASSERT_TRUE(server.ok()) << server.status().to_string();
@@ -83,6 +86,7 @@ void run_as_processes(int n, const std::string& transport, const std::vector<int
     env.push_back("ZW_P2P_TEST_STORE=" + server.value()->address());
     env.push_back("ZW_P2P_TEST_TOKEN=" + token);
     env.push_back("ZW_P2P_TEST_TRANSPORT=" + transport);
+    env.push_back("ZW_P2P_TEST_CUDA_PATH=" + cuda_path);
     std::vector<char*> envp, argv;
     for (auto& s : env) envp.push_back(s.data());
     envp.push_back(nullptr);
@@ -141,6 +145,7 @@ Result<Rank> join(const RankEnv& env, double timeout_s) {
   ZW_ASSIGN_OR_RETURN(auto store, connect_tcp_store(env.store, env.token, std::chrono::seconds(30)));
   CommConfig config;
   config.transport = env.transport;
+  config.cuda_path = env.cuda_path;
   config.timeout_s = timeout_s;
   config.name = "p2p";
   ZW_ASSIGN_OR_RETURN(auto comm, Communicator::create(store, env.rank, env.size, config));
@@ -302,20 +307,29 @@ std::string run_all_to_all(Rank& k, DataType dt, size_t count, int tag) {
   return "";
 }
 
+void all_to_all_rank(const RankEnv& env) {
+  auto k = join(env, 60);
+  ASSERT_TRUE(k.ok()) << k.status().to_string();
+  int tag = 0;
+  for (DataType dt : {DataType::kFloat32, DataType::kBFloat16, DataType::kInt32})
+    for (size_t count : {size_t{1}, size_t{5}, size_t{65537}, size_t{(1 << 19) + 1}}) {
+      std::string err = run_all_to_all(k.value(), dt, count, ++tag);
+      ASSERT_TRUE(err.empty()) << "rank " << k.value().rank << ": " << err;
+    }
+}
+
+// On one node: the node-local engine's pairwise kernel (CUDA IPC between the processes).
 TEST(GpuP2p, AllToAll) {
-  if (auto env = child_env()) {
-    auto k = join(*env, 60);
-    ASSERT_TRUE(k.ok()) << k.status().to_string();
-    int tag = 0;
-    for (DataType dt : {DataType::kFloat32, DataType::kBFloat16, DataType::kInt32})
-      for (size_t count : {size_t{1}, size_t{5}, size_t{65537}, size_t{(1 << 19) + 1}}) {
-        std::string err = run_all_to_all(k.value(), dt, count, ++tag);
-        ASSERT_TRUE(err.empty()) << "rank " << k.value().rank << ": " << err;
-      }
-    return;
-  }
+  if (auto env = child_env()) return all_to_all_rank(*env);
   SKIP_WITHOUT_GPU();
-  run_as_processes(3, "tcp");  // the batches above run over shm
+  run_as_processes(3, "shm");
+}
+
+// The staged form (as across hosts), over tcp.
+TEST(GpuP2p, AllToAllStaged) {
+  if (auto env = child_env()) return all_to_all_rank(*env);
+  SKIP_WITHOUT_GPU();
+  run_as_processes(3, "tcp", {}, "staged");
 }
 
 // Holds the stream for 2 s (a host function: a long kernel's effect on stream order without device code here).

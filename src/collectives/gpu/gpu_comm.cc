@@ -287,7 +287,8 @@ Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptio
     const OpRecord& r = peers->records[p];
     bool need_in = desc.kind == OpKind::kReduceScatter || desc.kind == OpKind::kAllReduce || reduce_root ||
                    (desc.kind == OpKind::kBroadcast && static_cast<int>(desc.root) == p);
-    bool need_out = desc.kind == OpKind::kAllGather || (desc.kind == OpKind::kAllReduce && !peers->oneshot);
+    bool need_out = desc.kind == OpKind::kAllGather || desc.kind == OpKind::kAllToAll ||
+                    (desc.kind == OpKind::kAllReduce && !peers->oneshot);
     if (ring) {  // a ring rank writes only into its right neighbour
       need_in = false;
       need_out = p == right;
@@ -381,9 +382,15 @@ Status GpuComm::build(const OpDesc& desc, const CollectiveOptions& o, const Peer
       a->dst[a->ndst++] = o.output.ptr;
       if (avg) a->scale = 1.0 / static_cast<double>(n);
       break;
+    case OpKind::kAllToAll:  // pairwise: my input's block p goes to rank p's output at my block
+      a->pairwise = true;
+      for (size_t p = 0; p < n; ++p) {
+        a->src[a->nsrc++] = o.input.data() + p * desc.count * es;
+        a->dst[a->ndst++] = peers.out[p] + r * desc.count * es;
+      }
+      break;
     case OpKind::kBarrier:
-    case OpKind::kAllToAll:  // not routed here (p2p.cc stages them)
-    case OpKind::kSendRecv:
+    case OpKind::kSendRecv:  // not routed here (gpu_p2p.cc stages send/recv batches)
       break;
   }
   return Status();

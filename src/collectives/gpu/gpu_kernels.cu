@@ -1,7 +1,8 @@
 // collectives/gpu/gpu_kernels.cu — the direct collective kernel of gpu_kernels.h.
 //
 // Data moves in 16-byte vectors when every range is 16-byte aligned (two vectors in flight per thread and source),
-// else element by element. Loads and stores to peers go straight over NVLink through the IPC mappings.
+// else element by element. The pairwise mode (all_to_all) moves each (src[i], dst[i]) pair in turn with the same
+// mover, one source each. Loads and stores to peers go straight over NVLink through the IPC mappings.
 #include "collectives/gpu/gpu_device.cuh"
 #include "collectives/gpu/gpu_kernels.h"
 
@@ -35,12 +36,24 @@ __global__ void __launch_bounds__(1024) direct_kernel(const DirectArgs a, bool v
   if (a.nsrc > 0) {
     const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-    if (vector)
+    bool pairwise = false;
+    if constexpr (O == ReduceOp::kSum) pairwise = a.pairwise;  // the other ops never get it (one fewer mover each)
+    if (pairwise) {  // all_to_all: every pair on its own, one after the other over the whole grid
+      for (int d = 0; d < a.ndst; ++d) {
+        const void* const from[1] = {a.src[d]};
+        void* const to[1] = {a.dst[d]};
+        if (vector)
+          dev::move_range<D, O, true>(from, 1, to, 1, a.count, 0, first, stride);
+        else
+          dev::move_range<D, O, false>(from, 1, to, 1, a.count, 0, first, stride);
+      }
+    } else if (vector) {
       dev::move_range<D, O, true>(a.src, a.nsrc, a.dst, a.ndst, a.count, a.scale, first, stride, a.premultiply,
                                   a.premul);
-    else
+    } else {
       dev::move_range<D, O, false>(a.src, a.nsrc, a.dst, a.ndst, a.count, a.scale, first, stride, a.premultiply,
                                    a.premul);
+    }
   }
   if (!(a.phases & kDonePhase)) return;
   // Publish this block's stores before it counts itself finished.

@@ -7,6 +7,8 @@
 //   all_reduce      src = {every rank's input at my part}  dst = {every rank's output at my part}
 //   broadcast       src = {root's input}                   dst = {my output}
 //   reduce (root)   src = {every rank's input}             dst = {my output}     (other ranks: barriers only)
+//   all_to_all      src = {my input's block p, every p}     dst = {rank p's output at my block}  (pairwise: src[i]
+//                   goes to dst[i] alone, no reduction)
 // Sources are combined in rank order, each step rounded to the element type exactly as the host kernels do, so
 // every rank computes bit-identical results and the host reference (a left fold over ranks) matches bit for bit.
 //
@@ -54,6 +56,7 @@ struct DirectArgs {
   void* dst[kMaxNodeRanks] = {};         // each `count` elements
   size_t count = 0;                      // elements per range
   double scale = 0;                      // != 0: multiply the result by it (avg = 1/size)
+  bool pairwise = false;                 // copy src[i] to dst[i] for every i < ndst (nsrc == ndst; op kSum only)
   bool premultiply = false;              // multiply every source element by `premul` first (pre-multiplied sum;
   double premul = 1;                     // a flag, not premul != 0: NCCL's factor 0 gives zeros, not a plain sum)
   GpuSignals* mine = nullptr;            // this rank's signal block

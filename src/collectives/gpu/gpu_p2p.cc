@@ -3,21 +3,24 @@
 //
 //  - Transfers that stay on this rank (a world of one, sends to oneself, also inside a batch with other peers) are
 //    device-to-device copies enqueued on the caller's stream.
-//  - Transfers between ranks of different processes, on any topology, are staged operations on the caller's stream
-//    (gpu_staged.h, gpu_staged_p2p.cc): D2H copies of the sends into pinned staging, the host batch (or host
-//    all_to_all) on the communicator's worker, a stream wait on a flag, H2D copies of the receives. The call returns
-//    once they are enqueued; the Work completes when the stream passed them and the host part succeeded. The engine is
-//    the communicator's p2p engine (CommImpl::gpu_p2p_engine), created by this rank alone on first use, separate from
-//    the collectives' engine (a node-local GpuComm has no host staging; a staged one keeps its own staging area).
-//  - A batch with a peer in this process (ranks as threads), or an all_to_all of a communicator with another rank in
-//    this process, stays synchronous: the stream is drained after the D2H copies, the host batch runs and is waited
-//    for, and so are the H2D copies (pageable staging per calling thread). Ranks of one process share the GPU's
+//  - all_to_all of ranks on one node is a collective of the node-local engine (gpu_comm.h: the exchange maps every
+//    peer's output and one direct kernel in pairwise mode writes input block p into rank p's output at this rank's
+//    block), through run_gpu_collective; ranks of one process (threads) included.
+//  - Send/recv batches between ranks of different processes, on any topology, and all_to_all across hosts are staged
+//    operations on the caller's stream (gpu_staged.h, gpu_staged_p2p.cc): D2H copies of the sends into pinned
+//    staging, the host batch (or host all_to_all) on the communicator's worker, a stream wait on a flag, H2D copies of
+//    the receives. The call returns once they are enqueued; the Work completes when the stream passed them and the
+//    host part succeeded. The engine is the communicator's p2p engine (CommImpl::gpu_p2p_engine), created by this
+//    rank alone on first use (a batch involves only its peers), separate from the collectives' engine.
+//  - A batch with a peer in this process (ranks as threads), or a staged all_to_all of a communicator with another
+//    rank in this process, stays synchronous: the stream is drained after the D2H copies, the host batch runs and is
+//    waited for, and so are the H2D copies (pageable staging per calling thread). Ranks of one process share the GPU's
 //    context when they share a GPU, where a stream wait of one rank can hold another rank's blocking call (gpu_staged.h
 //    measured it); without an exchange this rank cannot tell whether such a peer is on its GPU, so every rank of this
 //    process is treated as one that is. Correct for any pattern, but the call waits.
-// What stream order on one node could do better, not done: all_to_all as a GpuComm operation (its exchange maps every
-// peer's output, a pairwise direct kernel), send/recv batches through mapped receive buffers (per-pair sequence
-// numbers in the signal block, descriptors through the per-peer mailbox slots).
+// What stream order on one node could still do better, not done: send/recv batches through mapped receive buffers
+// (per-pair sequence numbers in the signal block, descriptors through the per-peer mailbox slots) instead of host
+// staging.
 // Non-goals: CUDA graph capture (the staged path's host part cannot be captured), tag matching.
 #include <cuda_runtime_api.h>
 
@@ -159,8 +162,22 @@ Result<Work> run_gpu_send_recv(Communicator& comm, std::span<const P2POp> ops) {
 }
 
 Result<Work> run_gpu_all_to_all(Communicator& comm, const OpDesc& desc, const CollectiveOptions& o) {
-  // A call refused here is announced to the peers (refusal.h), which would otherwise wait for it: the host queue's
-  // marker, as the staged all_to_all is a host operation there.
+  if (comm.size() == 1) {
+    auto device = transport::cuda_ipc::device_of_pointer(o.input.ptr);
+    if (!device.ok()) return device.status().with_context("all_to_all on rank 0");
+    transport::cuda_ipc::DeviceScope scope(device.value());
+    ZW_TRY(scope.status());
+    const size_t total = desc.count * dtype_size(desc.dtype);
+    ZW_TRY(cuda_status(cudaMemcpyAsync(o.output.ptr, o.input.ptr, total, cudaMemcpyDeviceToDevice,
+                                       static_cast<cudaStream_t>(o.stream)),
+                       "all_to_all: cudaMemcpyAsync"));
+    return Work();
+  }
+  // On one node: a collective of the node-local engine (one pairwise kernel over the peers' mapped outputs; its
+  // refusals go through the GPU mailbox, run_gpu_collective does the checks).
+  if (!gpu::wants_staged_path(comm.impl())) return run_gpu_collective(comm, desc, o);
+  // Across hosts: staged. A call refused here is announced to the peers (refusal.h), which would otherwise wait for
+  // it: the host queue's marker, as the staged all_to_all is a host operation there.
   auto refuse = [&](const Status& s) {
     announce_refusal(comm, s);
     return s;
@@ -169,18 +186,12 @@ Result<Work> run_gpu_all_to_all(Communicator& comm, const OpDesc& desc, const Co
   if (!device.ok()) return refuse(device.status().with_context("all_to_all on rank " + std::to_string(comm.rank())));
   transport::cuda_ipc::DeviceScope scope(device.value());
   ZW_TRY(scope.status());
-  auto stream = static_cast<cudaStream_t>(o.stream);
-  const size_t total = desc.count * dtype_size(desc.dtype) * static_cast<size_t>(comm.size());
-  if (comm.size() == 1) {
-    ZW_TRY(cuda_status(cudaMemcpyAsync(o.output.ptr, o.input.ptr, total, cudaMemcpyDeviceToDevice, stream),
-                       "all_to_all: cudaMemcpyAsync"));
-    return Work();
-  }
   bool same_process = false;
   for (int p = 0; p < comm.size(); ++p)
     same_process = same_process || (p != comm.rank() && comm.impl().in_this_process(p));
   if (same_process) {
-    ZW_TRY(sync_all_to_all(comm, o, total, stream));
+    const size_t total = desc.count * dtype_size(desc.dtype) * static_cast<size_t>(comm.size());
+    ZW_TRY(sync_all_to_all(comm, o, total, static_cast<cudaStream_t>(o.stream)));
     return Work();
   }
   auto g = p2p_engine(comm, device.value(), "all_to_all");

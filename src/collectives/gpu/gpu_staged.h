@@ -1,8 +1,9 @@
 // collectives/gpu/gpu_staged.h — the staged device-memory engine: operations on CUDA buffers travel through pinned
 // host memory over the communicator's own transport, as host operations on the communicator's worker. Collectives
 // take it when the ranks span several hosts (or whenever CommSettings::cuda_path is "staged"), pipelined in chunks;
-// send/recv batches and all_to_all on device memory take it on every topology (gpu_staged_p2p.cc, one engine per
-// communicator of its own: CommImpl::gpu_p2p_engine), except between ranks of one process (gpu/gpu_p2p.cc).
+// send/recv batches on device memory take it on every topology, and all_to_all where collectives are staged
+// (gpu_staged_p2p.cc, one engine per communicator of its own: CommImpl::gpu_p2p_engine), except between ranks of one
+// process (gpu/gpu_p2p.cc says which path takes what).
 //
 // Per operation on device buffers and the caller's stream S, in the caller's thread (it never waits for the GPU or
 // the network; see StagedGpu::submit):
