@@ -17,7 +17,8 @@
 #            (float; bfloat16 and avg/max for reductions).
 #   shared   2 processes sharing GPU 0 under mpirun (NCCL_TESTS_DEVICE=0), -c 1, every binary on libzwnccl: zerowire
 #            allows it; NCCL refuses duplicate GPUs. With 2+ GPUs: one process per GPU.
-#   overhead zw_nccl_api_overhead: ns per call, zerowire's C++ API vs NCCL's C API, host memory and device memory.
+#   overhead zw_nccl_api_overhead: ns per call, zerowire's C++ API vs NCCL's C API, host memory and device memory;
+#            then zw_cuda_issue_cost: what CUDA's calls and the system NCCL's own calls cost to issue, the floor.
 #   compare  busbw of all_gather, reduce_scatter, all_reduce in bfloat16 and float, 8 B - 1 GiB, -c 0: the same
 #            nccl-tests binaries on libzwnccl and on the system's libnccl.so.2 (LD_LIBRARY_PATH picks), interleaved,
 #            at the same process count (1 on one GPU: the API layer's overhead; one per GPU otherwise). Last, after the
@@ -135,8 +136,8 @@ if want torch; then
 fi
 
 # ---- build, continued: the CPU API tests and the overhead program, beside nccl-tests' compilation ----
-bounded 150 ninja -C "$BUILD" -j"$NPROC" zw_nccl_api_overhead zw_nccl_args_test zw_nccl_coll_test zw_nccl_process_test \
-  zw_nccl_rank zw_nccl_gpu_api_test >>"$LOG/ninja.log" 2>&1 || { rc=$?; note "build: API tests $(cut_or_failed $rc)"; status=1; }
+bounded 150 ninja -C "$BUILD" -j"$NPROC" zw_nccl_api_overhead zw_cuda_issue_cost zw_nccl_args_test zw_nccl_coll_test \
+  zw_nccl_process_test zw_nccl_rank zw_nccl_gpu_api_test >>"$LOG/ninja.log" 2>&1 || { rc=$?; note "build: API tests $(cut_or_failed $rc)"; status=1; }
 wait "$nt_pid"
 rc=$?
 if [ "$rc" -eq 0 ] && [ -x "$ZWBIN/all_reduce_perf$SFX" ]; then
@@ -207,6 +208,14 @@ elif [ -x "$bin" ]; then
   bounded 20 "$bin" -n 100000 -r 3 >"$LOG/overhead_host.txt" 2>&1 || status=1
   bounded 20 "$bin" -m device -n 20000 -r 3 >"$LOG/overhead_device.txt" 2>&1 || status=1
   cat "$LOG/overhead_host.txt" "$LOG/overhead_device.txt" | grep -v '^#' | tee -a "$LOG/summary.txt"
+  # The floor under both: what CUDA's calls cost here, and the system NCCL's own issue cost at world size 1.
+  issue=$BUILD/bench/gpu/zw_cuda_issue_cost
+  if [ -x "$issue" ]; then
+    bounded 30 "$issue" -n 20000 -r 3 >"$LOG/issue_cost.txt" 2>&1 || status=1
+    tee -a "$LOG/summary.txt" <"$LOG/issue_cost.txt"
+  else
+    note "overhead: zw_cuda_issue_cost not built"; status=1
+  fi
 else
   note "overhead: zw_nccl_api_overhead not built"; status=1
 fi
