@@ -63,9 +63,12 @@ struct RankEnv {
 std::optional<RankEnv> child_env() {
   const std::string rank = gpu_test::env_or("ZW_P2P_TEST_RANK", "");
   if (rank.empty()) return std::nullopt;
-  return RankEnv{std::atoi(rank.c_str()), std::atoi(gpu_test::env_or("ZW_P2P_TEST_WORLD", "0").c_str()),
-                 gpu_test::env_or("ZW_P2P_TEST_STORE", ""), gpu_test::env_or("ZW_P2P_TEST_TOKEN", ""),
-                 gpu_test::env_or("ZW_P2P_TEST_TRANSPORT", "shm"), gpu_test::env_or("ZW_P2P_TEST_CUDA_PATH", "")};
+  return RankEnv{std::atoi(rank.c_str()),
+                 std::atoi(gpu_test::env_or("ZW_P2P_TEST_WORLD", "0").c_str()),
+                 gpu_test::env_or("ZW_P2P_TEST_STORE", ""),
+                 gpu_test::env_or("ZW_P2P_TEST_TOKEN", ""),
+                 gpu_test::env_or("ZW_P2P_TEST_TRANSPORT", "shm"),
+                 gpu_test::env_or("ZW_P2P_TEST_CUDA_PATH", "")};
 }
 
 // Starts n copies of this binary running only the current test as ranks 0..n-1 over `transport` (CommConfig::cuda_path
@@ -277,9 +280,10 @@ TEST(GpuP2p, SendRecvBatches) {
 }
 
 // all_to_all of `count` elements per block; returns the first mismatch or "".
-std::string run_all_to_all(Rank& k, DataType dt, size_t count, int tag) {
+// `in` and `out` hold at least size × count elements (allocated up front: ranks as threads must not cudaFree while
+// a peer's kernel may spin).
+std::string run_all_to_all(Rank& k, DataType dt, size_t count, int tag, Buffers& in, Buffers& out) {
   const size_t es = dtype_size(dt), n = static_cast<size_t>(k.size), bytes = n * count * es;
-  Buffers in(bytes), out(bytes);
   for (size_t p = 0; p < n; ++p)
     for (size_t i = 0; i < count; ++i) store_value(dt, in.host, p * count + i, value(k.rank, int(p), i, tag));
   CollectiveOptions o;
@@ -307,15 +311,24 @@ std::string run_all_to_all(Rank& k, DataType dt, size_t count, int tag) {
   return "";
 }
 
+constexpr size_t kAllToAllCounts[] = {1, 5, 65537, (1 << 19) + 1};
+
+// Every case of all_to_all on rank k; returns the first failure or "".
+std::string all_to_all_cases(Rank& k) {
+  const size_t bytes = static_cast<size_t>(k.size) * ((1 << 19) + 1) * sizeof(float);
+  Buffers in(bytes), out(bytes);
+  int tag = 0;
+  for (DataType dt : {DataType::kFloat32, DataType::kBFloat16, DataType::kInt32})
+    for (size_t count : kAllToAllCounts)
+      if (std::string err = run_all_to_all(k, dt, count, ++tag, in, out); !err.empty()) return err;
+  return "";
+}
+
 void all_to_all_rank(const RankEnv& env) {
   auto k = join(env, 60);
   ASSERT_TRUE(k.ok()) << k.status().to_string();
-  int tag = 0;
-  for (DataType dt : {DataType::kFloat32, DataType::kBFloat16, DataType::kInt32})
-    for (size_t count : {size_t{1}, size_t{5}, size_t{65537}, size_t{(1 << 19) + 1}}) {
-      std::string err = run_all_to_all(k.value(), dt, count, ++tag);
-      ASSERT_TRUE(err.empty()) << "rank " << k.value().rank << ": " << err;
-    }
+  const std::string err = all_to_all_cases(k.value());
+  EXPECT_TRUE(err.empty()) << "rank " << env.rank << ": " << err;
 }
 
 // On one node: the node-local engine's pairwise kernel (CUDA IPC between the processes).
@@ -323,6 +336,45 @@ TEST(GpuP2p, AllToAll) {
   if (auto env = child_env()) return all_to_all_rank(*env);
   SKIP_WITHOUT_GPU();
   run_as_processes(3, "shm");
+}
+
+// Ranks as threads of one process sharing the visible GPUs (each on its own non-blocking stream): the same kernel.
+TEST(GpuP2p, AllToAllRanksAsThreads) {
+  if (child_env()) return;
+  SKIP_WITHOUT_GPU();
+  for (int n : {2, 3, 4}) {
+    auto store = make_memory_store();
+    std::vector<std::string> failures(n);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r)
+      threads.emplace_back([&, r] {
+        cudaSetDevice(r % device_count());
+        Rank k{r, n, nullptr, nullptr};
+        cudaStreamCreateWithFlags(&k.stream, cudaStreamNonBlocking);
+        {
+          const size_t bytes = static_cast<size_t>(n) * ((1 << 19) + 1) * sizeof(float);
+          Buffers in(bytes), out(bytes);  // before the communicator exists: no peer kernel spins yet
+          CommConfig config;
+          config.transport = "shm";
+          config.timeout_s = 60;
+          auto comm = Communicator::create(store, r, n, config);
+          if (!comm.ok()) {
+            failures[r] = comm.status().to_string();
+          } else {
+            k.comm = std::move(comm).value();
+            int tag = 0;
+            for (DataType dt : {DataType::kFloat32, DataType::kBFloat16})
+              for (size_t count : kAllToAllCounts)
+                if (failures[r].empty()) failures[r] = run_all_to_all(k, dt, count, ++tag, in, out);
+            cudaStreamSynchronize(k.stream);
+            k.comm.reset();  // waits for its kernels
+          }
+        }
+        cudaStreamDestroy(k.stream);
+      });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < n; ++r) EXPECT_TRUE(failures[r].empty()) << n << " ranks, rank " << r << ": " << failures[r];
+  }
 }
 
 // The staged form (as across hosts), over tcp.
