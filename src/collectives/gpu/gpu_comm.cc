@@ -225,7 +225,10 @@ Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptio
   mine.op = static_cast<uint8_t>(desc.op);
   mine.root = desc.root;
   mine.count = desc.count;
-  ZW_ASSIGN_OR_RETURN(mine.in, ipc.exporter().describe(o.input.bytes > 0 ? o.input.ptr : nullptr));
+  // all_to_all: peers only write into this rank's output, and its input may be a stream-ordered allocation (libzwnccl
+  // copies an in-place input aside with cudaMallocAsync), which CUDA IPC cannot export.
+  const bool export_in = o.input.bytes > 0 && desc.kind != OpKind::kAllToAll;
+  ZW_ASSIGN_OR_RETURN(mine.in, ipc.exporter().describe(export_in ? o.input.ptr : nullptr));
   ZW_ASSIGN_OR_RETURN(mine.out, ipc.exporter().describe(o.output.bytes > 0 ? o.output.ptr : nullptr));
   mine.premul = o.premul;
   mine.ring = ring ? 1 : 0;
