@@ -281,8 +281,9 @@ TEST(GpuP2p, SendRecvBatches) {
 
 // all_to_all of `count` elements per block; returns the first mismatch or "".
 // `in` and `out` hold at least size × count elements (allocated up front: ranks as threads must not cudaFree while
-// a peer's kernel may spin).
-std::string run_all_to_all(Rank& k, DataType dt, size_t count, int tag, Buffers& in, Buffers& out) {
+// a peer's kernel may spin). `aside`: the input is first copied into a stream-ordered allocation (cudaMallocAsync, as
+// libzwnccl's in-place ncclAlltoAll does), which CUDA IPC cannot export.
+std::string run_all_to_all(Rank& k, DataType dt, size_t count, int tag, Buffers& in, Buffers& out, bool aside = false) {
   const size_t es = dtype_size(dt), n = static_cast<size_t>(k.size), bytes = n * count * es;
   for (size_t p = 0; p < n; ++p)
     for (size_t i = 0; i < count; ++i) store_value(dt, in.host, p * count + i, value(k.rank, int(p), i, tag));
@@ -295,7 +296,15 @@ std::string run_all_to_all(Rank& k, DataType dt, size_t count, int tag, Buffers&
   if (cudaMemcpyAsync(in.dev, in.host, bytes, cudaMemcpyHostToDevice, k.stream) != cudaSuccess ||
       cudaMemsetAsync(out.dev, 0xA5, bytes, k.stream) != cudaSuccess)
     return "cuda error preparing the case";
+  void* copy = nullptr;
+  if (aside) {
+    if (cudaMallocAsync(&copy, bytes, k.stream) != cudaSuccess ||
+        cudaMemcpyAsync(copy, in.dev, bytes, cudaMemcpyDeviceToDevice, k.stream) != cudaSuccess)
+      return "cuda error copying the input aside";
+    o.input = dev_ref(copy, bytes);
+  }
   auto work = all_to_all(*k.comm, o);
+  if (aside) cudaFreeAsync(copy, k.stream);
   if (!work.ok()) return "all_to_all: " + work.status().to_string();
   if (cudaMemcpyAsync(out.host, out.dev, bytes, cudaMemcpyDeviceToHost, k.stream) != cudaSuccess)
     return "cuda error reading back";
@@ -321,6 +330,8 @@ std::string all_to_all_cases(Rank& k) {
   for (DataType dt : {DataType::kFloat32, DataType::kBFloat16, DataType::kInt32})
     for (size_t count : kAllToAllCounts)
       if (std::string err = run_all_to_all(k, dt, count, ++tag, in, out); !err.empty()) return err;
+  if (std::string err = run_all_to_all(k, DataType::kFloat32, 4099, ++tag, in, out, /*aside=*/true); !err.empty())
+    return "input in a cudaMallocAsync allocation: " + err;
   return "";
 }
 
