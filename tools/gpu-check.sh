@@ -171,6 +171,7 @@ test_limit() {
     zw_tensor_cuda_test) echo 90 ;;
     zw_gpu_ipc_check) echo 45 ;;
     zw_gpu_staged_check_*) echo 30 ;;
+    zw_gpu_p2p_test) echo 90 ;;  # ranks as processes: a CUDA context each, per test case
     *) echo 60 ;;
   esac
 }
