@@ -33,6 +33,12 @@ struct Big {
 };
 
 __global__ void empty_small(int) {}
+// Holds the stream for about `cycles` clock cycles, so that an event behind it stays pending while it is queried.
+__global__ void spin(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+}
 __global__ void empty_big(Big) {}
 
 using Clock = std::chrono::steady_clock;
@@ -116,8 +122,8 @@ int main(int argc, char** argv) {
   std::printf("# zw_cuda_issue_cost: ns per call on the calling thread, best of %d rounds of %d calls; device memory,\n"
               "# one float, a non-blocking stream drained every 256 calls\n",
               rounds, iters);
-  {  // cudaEventQuery of an event still pending: behind 256 queued kernels
-    for (int k = 0; k < 256; ++k) empty_small<<<1, 32, 0, stream>>>(0);
+  {  // cudaEventQuery of an event still pending: behind a kernel that spins for ~50 ms
+    spin<<<1, 1, 0, stream>>>(100'000'000LL);
     cudaEventRecord(pending, stream);
     const auto start = Clock::now();
     int n = 0;

@@ -8,8 +8,9 @@
 // Per communicator, issue() runs the collectives in their recorded order and then every send and receive of the
 // group as one zw::send_recv batch: every rank orders its group the same way whatever the interleaving it used,
 // and a batch posts all receives before any send waits (NCCL's deadlock-free group semantics).
-// Host memory (zerowire's extension) is waited for before issue() returns; device memory is stream-ordered, and its
-// Work handles are kept for ncclCommGetAsyncError (finished ones are dropped when the list doubles, not per call). An all-to-all in place runs from a copy of its input (copy_aside).
+// Host memory (zerowire's extension) is waited for before issue() returns; device memory is stream-ordered, and the
+// newest device Work handles (kKeepPending) are kept, untested, for ncclCommGetAsyncError. An all-to-all in place runs
+// from a copy of its input (copy_aside).
 #include <algorithm>
 #include <cstring>
 
@@ -127,20 +128,12 @@ ncclResult_t track(ncclComm* comm, Result<Work> work, bool host, const char* wha
     return s.ok() ? ncclSuccess : failed(comm, s, what);
   }
   std::lock_guard<std::mutex> lock(comm->mu);
+  // Only the newest operations are kept, untested: testing one is a driver query (cudaEventQuery), which must not be
+  // paid per call. Dropping an older one loses no error: the device path's failures are
+  // sticky (a kernel's failure word, a dead peer, CUDA's context error, the staged engine's first error) and every
+  // later operation's Work reports them, which ncclCommGetAsyncError tests.
   comm->pending.push_back(std::move(work).value());
-  // Finished operations are dropped here only when the list has doubled since the last look (ncclCommGetAsyncError
-  // drops them too): testing a pending operation is a driver query (cudaEventQuery), which must not be paid per call.
-  if (comm->pending.size() >= comm->prune_at) {
-    while (!comm->pending.empty() && comm->pending.front().test()) {
-      Status s = comm->pending.front().wait();
-      comm->pending.pop_front();
-      if (!s.ok() && comm->async_error == ncclSuccess) {
-        comm->async_error = result_of(s);
-        comm->async_text = s.message();
-      }
-    }
-    comm->prune_at = std::max<size_t>(kPruneAt, 2 * comm->pending.size());
-  }
+  if (comm->pending.size() > kKeepPending) comm->pending.pop_front();
   return ncclSuccess;
 }
 

@@ -42,7 +42,7 @@ struct Op {
 
 }  // namespace zw::nccl
 
-inline constexpr size_t kPruneAt = 64;  // ncclComm::pending's first pruning size
+inline constexpr size_t kKeepPending = 32;  // ncclComm::pending keeps the newest device operations (group.cc)
 
 struct ncclComm {
   int rank = 0;
@@ -61,7 +61,6 @@ struct ncclComm {
   std::mutex mu;
   std::string last_error;
   std::deque<zw::Work> pending;
-  size_t prune_at = kPruneAt;  // issue() drops finished entries of `pending` when it reaches this size (group.cc)
   ncclResult_t async_error = ncclSuccess;
   std::string async_text;
   std::atomic<bool> aborted{false};  // ncclCommAbort/Revoke (read without mu on every call)

@@ -3,7 +3,8 @@
 // Outside a group each call is a batch of one; inside a group every send and receive of a communicator becomes one
 // batch at ncclGroupEnd (group.cc), which is what makes NCCL's exchange patterns (sendrecv, all-to-all by hand,
 // pipeline stages) free of deadlocks. The peer may be this rank (matched in order inside the group, as NCCL).
-// Device buffers between ranks are staged through host memory and the call waits (zerowire's send_recv says why).
+// Device buffers between ranks are staged through pinned host memory, stream-ordered: the call enqueues and returns
+// (zerowire's send_recv, gpu_path.h); only a batch with a peer in this process (ranks as threads) waits.
 #include "nccl/nccl_internal.h"
 
 namespace zw::nccl {
