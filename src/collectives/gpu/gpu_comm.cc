@@ -138,34 +138,6 @@ GpuComm::~GpuComm() {
   if (fork_ != nullptr) cudaEventDestroy(fork_);
 }
 
-Status GpuComm::enqueue_copy_engine(const DirectArgs& args, DataType dtype, cudaStream_t stream) {
-  if (fork_ == nullptr) ZW_TRY(cuda_status(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "cudaEventCreate"));
-  while (static_cast<int>(side_streams_.size()) < args.ndst) {
-    cudaStream_t side = nullptr;
-    cudaEvent_t join = nullptr;
-    ZW_TRY(cuda_status(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), "cudaStreamCreate"));
-    side_streams_.push_back(side);
-    ZW_TRY(cuda_status(cudaEventCreateWithFlags(&join, cudaEventDisableTiming), "cudaEventCreate"));
-    joins_.push_back(join);
-  }
-  DirectArgs barrier = args;
-  barrier.nsrc = barrier.ndst = 0;
-  barrier.phases = kArrivePhase;
-  ZW_TRY(launch_direct(dtype, ReduceOp::kSum, barrier, 1, 32, stream));
-  ZW_TRY(cuda_status(cudaEventRecord(fork_, stream), "cudaEventRecord"));
-  const size_t bytes = args.count * dtype_size(dtype);
-  for (int d = 0; d < args.ndst; ++d) {
-    cudaStream_t side = side_streams_[d];
-    ZW_TRY(cuda_status(cudaStreamWaitEvent(side, fork_, 0), "cudaStreamWaitEvent"));
-    ZW_TRY(cuda_status(cudaMemcpyAsync(args.dst[d], args.src[0], bytes, cudaMemcpyDeviceToDevice, side),
-                       "copy-engine all-gather copy"));
-    ZW_TRY(cuda_status(cudaEventRecord(joins_[d], side), "cudaEventRecord"));
-    ZW_TRY(cuda_status(cudaStreamWaitEvent(stream, joins_[d], 0), "cudaStreamWaitEvent"));
-  }
-  barrier.phases = kDonePhase;
-  return launch_direct(dtype, ReduceOp::kSum, barrier, 1, 32, stream);
-}
-
 void GpuComm::abort(const Status& reason) {
   {
     std::lock_guard<std::mutex> lock(shared_->mutex);
