@@ -12,7 +12,7 @@ namespace zwt {
 ZwWork::ZwWork(int rank, c10d::OpType type, std::string op, uint64_t seq, Parts parts,
                std::shared_ptr<Completer> completer)
     : c10d::Work(rank, type), op_(std::move(op)), seq_(seq), parts_(std::move(parts)), completer_(std::move(completer)) {
-  auto type_ptr = c10::ListType::create(c10::TensorType::get());
+  const c10::TypePtr& type_ptr = c10::ListType::ofTensors();  // torch's shared instance: no allocation per work
   if (parts_.cuda) {
     // CUDA-aware: completing it records an event on the current (the operations') stream, and whoever uses the
     // value waits for that event on their own stream, as ProcessGroupNCCL's futures do.
@@ -48,29 +48,32 @@ zw::Status ZwWork::wait_all(std::optional<std::chrono::steady_clock::time_point>
 }
 
 void ZwWork::settle(const zw::Status& status) {
-  std::call_once(settled_, [&] {
-    std::exception_ptr error;
-    if (status.ok()) {
-      try {
-        for (auto& step : parts_.after) step();
-      } catch (...) {
-        error = std::current_exception();
-      }
+  // Not std::call_once: glibc's pthread_once ends every first call with a futex wake system call, one per torch call
+  // on the issue-then-wait path (the binding's only system call there). An uncontended mutex makes none.
+  if (settled_flag_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> once(settle_mutex_);
+  if (settled_flag_.load(std::memory_order_relaxed)) return;
+  std::exception_ptr error;
+  if (status.ok()) {
+    try {
+      for (auto& step : parts_.after) step();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  } else {
+    error = make_error(op_, seq_, status);
+  }
+  parts_.after.clear();
+  if (!parts_.cuda) {
+    parts_.keep.clear();  // CUDA works keep theirs until destroyed (the backend holds them until completion)
+    if (error) {
+      future_->setError(error);
     } else {
-      error = make_error(op_, seq_, status);
+      future_->markCompleted(c10::IValue(parts_.outputs));
     }
-    parts_.after.clear();
-    if (!parts_.cuda) {
-      parts_.keep.clear();  // CUDA works keep theirs until destroyed (the backend holds them until completion)
-      if (error) {
-        future_->setError(error);
-      } else {
-        future_->markCompleted(c10::IValue(parts_.outputs));
-      }
-    }
-    finish(error);
-    settled_flag_ = true;
-  });
+  }
+  finish(error);
+  settled_flag_.store(true, std::memory_order_release);
 }
 
 void ZwWork::attach(c10::intrusive_ptr<ZwWork> batch) {

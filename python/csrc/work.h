@@ -79,8 +79,8 @@ class ZwWork final : public c10d::Work {
   Parts parts_;
   std::shared_ptr<Completer> completer_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
-  std::once_flag settled_;
-  std::atomic<bool> settled_flag_{false};
+  std::mutex settle_mutex_;                 // settle() runs its body once, under this lock
+  std::atomic<bool> settled_flag_{false};  // settle() finished
   std::atomic<bool> handed_to_completer_{false};
 };
 
