@@ -4,12 +4,17 @@
 
 Every process joins two groups over the same ranks, zerowire (the default group) and Gloo. For each operation
 (all_gather_into_tensor and reduce_scatter_tensor out of place, all_reduce in place; float32, sum) and size, the
-variants take turns: `reps` rounds of [zerowire, Gloo, zw-raw, zw-thp] blocks, each block a barrier, one untimed
-call, a barrier and `iters` (10-200, about 64 MiB) back-to-back blocking calls:
+variants take turns: `reps` rounds of [zerowire, Gloo, zw-raw, zw-py, zw-thp, zw-4k] blocks, each block a barrier,
+one untimed call, a barrier and `iters` (10-200, about 64 MiB) back-to-back blocking calls:
 - zerowire, Gloo: torch.distributed calls on tensors as a torch user makes them (torch.full / torch.empty: torch's
   allocator, 4 KiB pages where transparent huge pages are `madvise`, as on most distributions);
 - zw-raw: the same operation on the same tensors straight on the zerowire group's communicator from C++
-  (zerowire._C._bench_loop: no Python, c10d, Work or Future), so zerowire / zw-raw is the binding's own cost;
+  (zerowire._C._bench_loop: no Python, c10d, Work or Future), so zerowire / zw-raw is the binding's own cost
+  together with what any code between two calls costs: zw-raw's calls follow each other with the buffers and
+  zerowire's own code hot in the caches, which no caller with work between its calls gets;
+- zw-py: the same C++ call, one operation per call, from a Python loop (the cheapest code a caller can run between
+  two calls), so zerowire / zw-py is what torch.distributed and the binding add beyond returning to Python
+  (docs/PERF.md, 2026-12-02 "binding overhead at 256 KiB - 4 MiB");
 - zw-thp: torch.distributed calls on tensors over 2 MiB-aligned, MADV_HUGEPAGE, pre-faulted memory (how zw_*_perf
   allocates its buffers), so zerowire / zw-thp is what torch's 4 KiB pages cost zerowire;
 - zw-4k: zerowire on its own tensors made the same way, with the backend's huge-page advice for destination tensors
@@ -98,7 +103,13 @@ def timed_block(op, inp, out, group, iters, gloo, raw):
     dist.barrier(group=group)
     call(op, inp, out, group)  # untimed: the first call after the other backend's block
     dist.barrier(group=group)
-    if raw:
+    if raw == "py":
+        backend = group._get_backend(torch.device("cpu"))
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            zerowire._C._bench_loop(backend, op, out, inp, 1)
+        per_call = (time.perf_counter() - t0) / iters
+    elif raw:
         per_call = zerowire._C._bench_loop(group._get_backend(torch.device("cpu")), op, out, inp, iters) / iters
     else:
         t0 = time.perf_counter()
@@ -147,6 +158,8 @@ def worker(rank, world, port, args):
                 times["gloo"].append(block(op, inp, out, gloo, iters, gloo))
                 if "raw" in args.variants:
                     times["raw"].append(block(op, inp, out, zw, iters, gloo, raw=True))
+                if "py" in args.variants:
+                    times["py"].append(block(op, inp, out, zw, iters, gloo, raw="py"))
                 if "thp" in args.variants:
                     times["thp"].append(block(op, thp_in, thp_out, zw, iters, gloo))
                 if "4k" in args.variants:
@@ -160,7 +173,7 @@ def worker(rank, world, port, args):
             if rank == 0:
                 cells = "  ".join(f"{name} {row[v + '_us']:9.1f} [{row[v + '_min_us']:.1f}-{row[v + '_max_us']:.1f}]"
                                   for v, name in (("zw", "zerowire"), ("gloo", "gloo"), ("raw", "zw-raw"),
-                                                  ("thp", "zw-thp"), ("4k", "zw-4k")) if v in times)
+                                                  ("py", "zw-py"), ("thp", "zw-thp"), ("4k", "zw-4k")) if v in times)
                 print(f"{op:22s} n={world} {human(nbytes):>4s} us: {cells}  gloo/zerowire {row['ratio']:5.2f}",
                       flush=True)
     if rank == 0 and args.json:
@@ -177,7 +190,7 @@ def main():
     p.add_argument("--factor", type=int, default=4)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--ops", nargs="+", default=["all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce"])
-    p.add_argument("--variants", nargs="*", default=["raw", "thp", "4k"], choices=["raw", "thp", "4k"])
+    p.add_argument("--variants", nargs="*", default=["raw", "thp", "4k"], choices=["raw", "py", "thp", "4k"])
     p.add_argument("--json")
     args = p.parse_args()
     launch.spawn(worker, args.world, args)

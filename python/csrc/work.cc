@@ -12,7 +12,7 @@ namespace zwt {
 ZwWork::ZwWork(int rank, c10d::OpType type, std::string op, uint64_t seq, Parts parts,
                std::shared_ptr<Completer> completer)
     : c10d::Work(rank, type), op_(std::move(op)), seq_(seq), parts_(std::move(parts)), completer_(std::move(completer)) {
-  const c10::TypePtr& type_ptr = c10::ListType::ofTensors();  // torch's shared instance: no allocation per work
+  const c10::TypePtr& type_ptr = c10::ListType::ofTensors();  // torch's shared instance, not one per work
   if (parts_.cuda) {
     // CUDA-aware: completing it records an event on the current (the operations') stream, and whoever uses the
     // value waits for that event on their own stream, as ProcessGroupNCCL's futures do.
