@@ -12,14 +12,21 @@ namespace zwt {
 ZwWork::ZwWork(int rank, c10d::OpType type, std::string op, uint64_t seq, Parts parts,
                std::shared_ptr<Completer> completer)
     : c10d::Work(rank, type), op_(std::move(op)), seq_(seq), parts_(std::move(parts)), completer_(std::move(completer)) {
-  const c10::TypePtr& type_ptr = c10::ListType::ofTensors();  // torch's shared instance, not one per work
   if (parts_.cuda) {
     // CUDA-aware: completing it records an event on the current (the operations') stream, and whoever uses the
     // value waits for that event on their own stream, as ProcessGroupNCCL's futures do.
-    future_ = c10::make_intrusive<c10::ivalue::Future>(type_ptr, std::vector<c10::Device>{*parts_.cuda});
+    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors(),
+                                                       std::vector<c10::Device>{*parts_.cuda});
     future_->markCompleted(c10::IValue(parts_.outputs));
+  }
+  // Host works make their future at the first getFuture(): a blocking call that nobody asks a future of makes none.
+}
+
+void ZwWork::complete_future(const c10::intrusive_ptr<c10::ivalue::Future>& future, const std::exception_ptr& error) {
+  if (error) {
+    future->setError(error);
   } else {
-    future_ = c10::make_intrusive<c10::ivalue::Future>(type_ptr);
+    future->markCompleted(c10::IValue(parts_.outputs));
   }
 }
 
@@ -51,7 +58,7 @@ void ZwWork::settle(const zw::Status& status) {
   // Not std::call_once: glibc's pthread_once ends every first call with a futex wake system call, one per torch call
   // on the issue-then-wait path (the binding's only system call there). An uncontended mutex makes none.
   if (settled_flag_.load(std::memory_order_acquire)) return;
-  std::lock_guard<std::mutex> once(settle_mutex_);
+  std::unique_lock<std::mutex> once(settle_mutex_);
   if (settled_flag_.load(std::memory_order_relaxed)) return;
   std::exception_ptr error;
   if (status.ok()) {
@@ -64,16 +71,15 @@ void ZwWork::settle(const zw::Status& status) {
     error = make_error(op_, seq_, status);
   }
   parts_.after.clear();
+  c10::intrusive_ptr<c10::ivalue::Future> future;  // a host work's future made before now: completed below
   if (!parts_.cuda) {
     parts_.keep.clear();  // CUDA works keep theirs until destroyed (the backend holds them until completion)
-    if (error) {
-      future_->setError(error);
-    } else {
-      future_->markCompleted(c10::IValue(parts_.outputs));
-    }
+    future = future_;
   }
   finish(error);
   settled_flag_.store(true, std::memory_order_release);
+  once.unlock();  // the future's callbacks run without the lock (they may ask this work for its future)
+  if (future) complete_future(future, error);
 }
 
 void ZwWork::attach(c10::intrusive_ptr<ZwWork> batch) {
@@ -171,9 +177,21 @@ void ZwWork::synchronize() {
 std::vector<at::Tensor> ZwWork::result() { return parts_.outputs; }
 
 c10::intrusive_ptr<c10::ivalue::Future> ZwWork::getFuture() {
-  if (!parts_.cuda && !settled_flag_ && completer_ && !handed_to_completer_.exchange(true))
+  if (parts_.cuda) return future_;
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  bool complete_now = false;
+  {
+    std::lock_guard<std::mutex> lock(settle_mutex_);
+    if (!future_) {
+      future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
+      complete_now = settled_flag_.load(std::memory_order_relaxed);  // else settle() completes it
+    }
+    future = future_;
+  }
+  if (complete_now) complete_future(future, exception());
+  if (!settled_flag_ && completer_ && !handed_to_completer_.exchange(true))
     completer_->add(c10::intrusive_ptr<ZwWork>::reclaim_copy(this));
-  return future_;
+  return future;
 }
 
 void ZwWork::wait_quietly(const std::atomic<bool>& stop) {

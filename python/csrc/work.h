@@ -6,7 +6,8 @@
 //
 // Host tensors: wait() waits for zerowire (the waiting thread may run the operation itself), runs the host steps
 // once, and raises the operation's error (DistBackendError naming the failed rank and host). getFuture() hands the
-// work to the backend's Completer, so the future completes even when nobody calls wait() (DDP's comm hooks).
+// work to the backend's Completer, so the future completes even when nobody calls wait() (DDP's comm hooks); a host
+// work makes its future only then, so a blocking call that asks for none makes none.
 // CUDA tensors (ProcessGroupNCCL's semantics): the operations were enqueued on the caller's current stream; wait()
 // makes the stream current at wait() wait for them (no host synchronisation) and raises if zerowire already reported
 // a failure; the future is CUDA-aware and completed at issue. Host steps never exist for CUDA works (every step was
@@ -70,6 +71,9 @@ class ZwWork final : public c10d::Work {
   // Runs the host steps (on success), releases the tensors, completes the future and marks the work finished;
   // only the first call does anything.
   void settle(const zw::Status& status);
+  // Completes a host work's future with the outputs or `error`: called by whichever of getFuture() (the future made
+  // after settling) and settle() (the future made before) comes second, without the lock.
+  void complete_future(const c10::intrusive_ptr<c10::ivalue::Future>& future, const std::exception_ptr& error);
   // CUDA works: a failure zerowire already reported, or ok.
   zw::Status reported_failure();
   void throw_if_failed();
@@ -78,8 +82,8 @@ class ZwWork final : public c10d::Work {
   const uint64_t seq_;
   Parts parts_;
   std::shared_ptr<Completer> completer_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
-  std::mutex settle_mutex_;                 // settle() runs its body once, under this lock
+  c10::intrusive_ptr<c10::ivalue::Future> future_;  // CUDA: made at issue; host: by the first getFuture()
+  std::mutex settle_mutex_;                 // settle() runs its body once under this lock; guards future_ (host)
   std::atomic<bool> settled_flag_{false};  // settle() finished
   std::atomic<bool> handed_to_completer_{false};
 };
