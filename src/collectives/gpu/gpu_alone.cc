@@ -7,7 +7,8 @@
 // one destination: the same rounding as at any world size). As NCCL does at world size 1 (measured on one H200,
 // docs/PERF.md: NCCL's 1 GiB all-gather in 510 µs on the copy engine, 0.5 µs in place; zerowire's kernel took 600-800
 // and 398 µs before this path).
-// Non-goals: all_to_all and send/recv (the point-to-point path copies them: gpu_p2p.cc).
+// all_to_all of one rank comes here too (gpu_p2p.cc hands node-local all_to_all to the engine): a copy as well.
+// Non-goals: send/recv to oneself (gpu_p2p.cc copies those inside the batch).
 #include <cuda_runtime_api.h>
 
 #include "collectives/gpu/gpu_comm.h"

@@ -1,11 +1,12 @@
 // collectives/gpu/gpu_p2p.cc — send_recv batches and all_to_all on CUDA device memory (collectives/gpu_path.h): which
 // path each takes.
 //
-//  - Transfers that stay on this rank (a world of one, sends to oneself, also inside a batch with other peers) are
-//    device-to-device copies enqueued on the caller's stream.
+//  - Sends to oneself (also inside a batch with other peers) are device-to-device copies enqueued on the caller's
+//    stream.
 //  - all_to_all of ranks on one node is a collective of the node-local engine (gpu_comm.h: the exchange maps every
 //    peer's output and one direct kernel in pairwise mode writes input block p into rank p's output at this rank's
-//    block), through run_gpu_collective; ranks of one process (threads) included.
+//    block), through run_gpu_collective; ranks of one process (threads) included. At world size 1 that engine copies
+//    (gpu_alone.cc), with a completion event and a monitor record like every collective.
 //  - Send/recv batches between ranks of different processes, on any topology, and all_to_all across hosts are staged
 //    operations on the caller's stream (gpu_staged.h, gpu_staged_p2p.cc): D2H copies of the sends into pinned
 //    staging, the host batch (or host all_to_all) on the communicator's worker, a stream wait on a flag, H2D copies of
@@ -162,19 +163,8 @@ Result<Work> run_gpu_send_recv(Communicator& comm, std::span<const P2POp> ops) {
 }
 
 Result<Work> run_gpu_all_to_all(Communicator& comm, const OpDesc& desc, const CollectiveOptions& o) {
-  if (comm.size() == 1) {
-    auto device = transport::cuda_ipc::device_of_pointer(o.input.ptr);
-    if (!device.ok()) return device.status().with_context("all_to_all on rank 0");
-    transport::cuda_ipc::DeviceScope scope(device.value());
-    ZW_TRY(scope.status());
-    const size_t total = desc.count * dtype_size(desc.dtype);
-    ZW_TRY(cuda_status(cudaMemcpyAsync(o.output.ptr, o.input.ptr, total, cudaMemcpyDeviceToDevice,
-                                       static_cast<cudaStream_t>(o.stream)),
-                       "all_to_all: cudaMemcpyAsync"));
-    return Work();
-  }
-  // On one node: a collective of the node-local engine (one pairwise kernel over the peers' mapped outputs; its
-  // refusals go through the GPU mailbox, run_gpu_collective does the checks).
+  // On one node: a collective of the node-local engine (one pairwise kernel over the peers' mapped outputs; at world
+  // size 1 a copy, gpu_alone.cc; its refusals go through the GPU mailbox, run_gpu_collective does the checks).
   if (!gpu::wants_staged_path(comm.impl())) return run_gpu_collective(comm, desc, o);
   // Across hosts: staged. A call refused here is announced to the peers (refusal.h), which would otherwise wait for
   // it: the host queue's marker, as the staged all_to_all is a host operation there.
