@@ -18,6 +18,7 @@
 #   shared   2 processes sharing GPU 0 under mpirun (NCCL_TESTS_DEVICE=0), -c 1, every binary on libzwnccl: zerowire
 #            allows it; NCCL refuses duplicate GPUs. With 2+ GPUs: one process per GPU.
 #   overhead zw_nccl_api_overhead: ns per call, zerowire's C++ API vs NCCL's C API, host memory and device memory;
+#            zerowire's own device-memory call with the monitor off, timing every operation, and sampling (default);
 #            then zw_cuda_issue_cost: what CUDA's calls and the system NCCL's own calls cost to issue, the floor.
 #   compare  busbw of all_gather, reduce_scatter, all_reduce in bfloat16 and float, 8 B - 1 GiB, -c 0: the same
 #            nccl-tests binaries on libzwnccl and on the system's libnccl.so.2 (LD_LIBRARY_PATH picks), interleaved,
@@ -208,6 +209,11 @@ elif [ -x "$bin" ]; then
   bounded 20 "$bin" -n 100000 -r 3 >"$LOG/overhead_host.txt" 2>&1 || status=1
   bounded 20 "$bin" -m device -n 20000 -r 3 >"$LOG/overhead_device.txt" 2>&1 || status=1
   cat "$LOG/overhead_host.txt" "$LOG/overhead_device.txt" | grep -v '^#' | tee -a "$LOG/summary.txt"
+  # The device monitor's share of zerowire's own issue cost: off, every operation timed, the default sample.
+  for mon in ZW_MONITOR=0 ZW_MONITOR_DEVICE_SAMPLE=1 ZW_MONITOR_DEVICE_SAMPLE=16; do
+    echo "monitor $mon: $(bounded 20 env "$mon" "$bin" -m device -a zw -n 20000 -r 3 2>&1 | grep -v '^#' |
+      awk '{printf "%s %s ns/call  ", $1, $2}')"
+  done | tee "$LOG/overhead_monitor.txt" | tee -a "$LOG/summary.txt"
   # The floor under both: what CUDA's calls cost here, and the system NCCL's own issue cost at world size 1.
   issue=$BUILD/bench/gpu/zw_cuda_issue_cost
   if [ -x "$issue" ]; then

@@ -475,6 +475,7 @@ Result<Work> GpuComm::complete(const OpDesc& desc, uint64_t seq, size_t slot, cu
   ZW_TRY(recorder_.mark_end(slot, stream));
   ZW_ASSIGN_OR_RETURN(std::shared_ptr<cudaEvent_t> done, shared_->events->get());
   ZW_TRY(cuda_status(cudaEventRecord(*done, stream), "cudaEventRecord"));
+  recorder_.set_done(slot, done);
   last_event_ = done;
   last_stream_ = stream;
   auto poller = std::make_unique<GpuPoller>(shared_, done, seq, desc.kind, rank_, timeout_s_);

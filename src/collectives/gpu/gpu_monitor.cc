@@ -8,6 +8,7 @@
 #include "collectives/gpu/gpu_comm.h"
 #include "collectives/monitor/comm_monitor.h"
 #include "common/clock.h"
+#include "common/knobs.h"
 #include "common/log.h"
 #include "transport/cuda_ipc/cuda_ipc_device.h"
 
@@ -38,6 +39,8 @@ Status GpuOpTimer::init(size_t slots) {
   ZW_TRY(scope.status());
   start_.reserve(slots);
   end_.reserve(slots);
+  timed_.assign(slots, 1);
+  done_.resize(slots);
   for (size_t i = 0; i < slots; ++i) {
     cudaEvent_t a = nullptr, b = nullptr;
     ZW_TRY(cuda_status(cudaEventCreate(&a), "cudaEventCreate (monitor)"));
@@ -84,7 +87,8 @@ monitor::DeviceCompletion GpuOpTimer::completion(size_t slot, uint64_t seq) {
   using State = monitor::DeviceCompletion::State;
   monitor::DeviceCompletion c;
   DeviceScope scope(device_);
-  const cudaError_t q = cudaEventQuery(end_[slot]);
+  const bool timed = timed_[slot] != 0;
+  const cudaError_t q = timed ? cudaEventQuery(end_[slot]) : done_[slot] ? cudaEventQuery(*done_[slot]) : cudaSuccess;
   if (q == cudaErrorNotReady) return c;
   const uint64_t seen = now_ns();
   c.state = State::kDone;
@@ -97,12 +101,18 @@ monitor::DeviceCompletion GpuOpTimer::completion(size_t slot, uint64_t seq) {
     c.state = State::kFailed;
     c.code = static_cast<uint16_t>(hs->failure == transport::cuda_ipc::kGpuTimeout ? Code::kTimeout : Code::kAborted);
   }
+  if (!timed) {  // done by the time it was seen; its run time is unknown
+    done_[slot].reset();
+    c.timed = false;
+    c.start_ns = c.end_ns = seen;
+    return c;
+  }
   float run_ms = 0, after_ms = 0, before_ms = 0;
-  const bool timed = q == cudaSuccess && cudaEventElapsedTime(&run_ms, start_[slot], end_[slot]) == cudaSuccess;
-  const uint64_t run = timed && run_ms > 0 ? ms_to_ns(run_ms) : 0;
+  const bool elapsed = q == cudaSuccess && cudaEventElapsedTime(&run_ms, start_[slot], end_[slot]) == cudaSuccess;
+  const uint64_t run = elapsed && run_ms > 0 ? ms_to_ns(run_ms) : 0;
   // The start relative to the anchor, asked both ways round: the one that is positive holds the offset (the start
   // usually precedes an anchor taken when its completion is looked for).
-  if (timed && current_ >= 0 && cudaEventElapsedTime(&after_ms, anchor_[current_], start_[slot]) == cudaSuccess &&
+  if (elapsed && current_ >= 0 && cudaEventElapsedTime(&after_ms, anchor_[current_], start_[slot]) == cudaSuccess &&
       cudaEventElapsedTime(&before_ms, start_[slot], anchor_[current_]) == cudaSuccess) {
     const double offset_ms = after_ms > 0 ? after_ms : -static_cast<double>(before_ms);
     const double start = static_cast<double>(anchor_ns_) + offset_ms * 1e6;
@@ -128,6 +138,7 @@ void GpuOpRecorder::attach(CommImpl& impl, int device, std::shared_ptr<GpuShared
   }
   timer_ = std::move(timer);
   ops_ = ops;
+  sample_ = static_cast<uint64_t>(std::max<int64_t>(knobs().monitor_device_sample, 1));
 }
 
 void GpuOpRecorder::detach() {

@@ -11,7 +11,14 @@
 // the kernels reported (a peer that never arrived, an abort) for this or an earlier operation, or an error the event
 // reports, else done.
 //
-// Issuing path: one clock read, the record's fields, two cudaEventRecord calls; no lock, no allocation.
+// Sampling: recording a timing-enabled event costs ~1.8 µs of host time on an H200 host (0.34 µs without timing;
+// docs/PERF.md, zw_cuda_issue_cost), two per operation, against 5-8 µs for the whole call at world size 1. So only
+// operations of 1 MiB or more, and one in every ZW_MONITOR_DEVICE_SAMPLE (16) smaller ones, are timed; the others
+// record no event of their own: their completion is the Work's completion event, which the record holds until the
+// consumer sees it complete, and they are counted (bytes, status, completion) without a run time (kRecordUntimed).
+//
+// Issuing path: one clock read, the record's fields, two cudaEventRecord calls (timed) or a shared_ptr copy (not); no
+// lock, no allocation.
 // Threading: begin/mark/commit on the issuing thread; DeviceOpSource calls on the monitor's consumer.
 // Non-goals: per-kernel breakdown (one span per operation), the staged path (its host chunks are host records).
 #pragma once
@@ -44,8 +51,14 @@ class GpuOpTimer final : public monitor::DeviceOpSource {
   // Creates the events of `slots` records and the anchor's stream (the engine's creation, on its device).
   Status init(size_t slots);
 
-  Status mark_start(size_t slot, cudaStream_t stream) { return mark(start_[slot], stream); }
-  Status mark_end(size_t slot, cudaStream_t stream) { return mark(end_[slot], stream); }
+  // Issuer, before the record is committed: whether `slot`'s operation is timed; its start and end (no-ops when not);
+  // the operation's completion event (kept only when not timed: it tells the consumer the operation is done).
+  void set_timed(size_t slot, bool timed) { timed_[slot] = timed ? 1 : 0; }
+  Status mark_start(size_t slot, cudaStream_t stream) { return timed_[slot] ? mark(start_[slot], stream) : Status(); }
+  Status mark_end(size_t slot, cudaStream_t stream) { return timed_[slot] ? mark(end_[slot], stream) : Status(); }
+  void set_done(size_t slot, const std::shared_ptr<cudaEvent_t>& done) {
+    if (!timed_[slot]) done_[slot] = done;
+  }
 
   void refresh() override;
   monitor::DeviceCompletion completion(size_t slot, uint64_t seq) override;
@@ -55,8 +68,10 @@ class GpuOpTimer final : public monitor::DeviceOpSource {
   bool try_anchor();
 
   int device_;
-  std::shared_ptr<GpuShared> shared_;  // the kernels' failure word
-  std::vector<cudaEvent_t> start_, end_;
+  std::shared_ptr<GpuShared> shared_;               // the kernels' failure word
+  std::vector<cudaEvent_t> start_, end_;            // per slot, timing enabled
+  std::vector<uint8_t> timed_;                      // per slot: 1 when its operation is timed
+  std::vector<std::shared_ptr<cudaEvent_t>> done_;  // per slot not timed: the Work's completion event
   cudaStream_t anchor_stream_ = nullptr;
   cudaEvent_t anchor_[2] = {nullptr, nullptr};  // the current anchor and the one being taken
   int current_ = -1;                            // index of the valid anchor (-1: none yet)
@@ -80,7 +95,10 @@ class GpuOpRecorder {
 
   // Issuing thread (no-ops when off; kNoSlot when no record slot is free).
   size_t begin(const OpDesc& desc, monitor::DeviceAlgo algo, uint64_t seq, int world_size, int64_t enqueue_ns) {
-    return ops_ ? ops_->begin(desc, algo, seq, world_size, enqueue_ns) : monitor::DeviceOps::kNoSlot;
+    if (!ops_) return monitor::DeviceOps::kNoSlot;
+    const size_t slot = ops_->begin(desc, algo, seq, world_size, enqueue_ns);
+    if (slot != monitor::DeviceOps::kNoSlot) timer_->set_timed(slot, sampled(monitor::op_bytes(desc, world_size)));
+    return slot;
   }
   Status mark_start(size_t slot, cudaStream_t stream) {
     return slot == monitor::DeviceOps::kNoSlot ? Status() : timer_->mark_start(slot, stream);
@@ -88,14 +106,29 @@ class GpuOpRecorder {
   Status mark_end(size_t slot, cudaStream_t stream) {
     return slot == monitor::DeviceOps::kNoSlot ? Status() : timer_->mark_end(slot, stream);
   }
+  void set_done(size_t slot, const std::shared_ptr<cudaEvent_t>& done) {
+    if (slot != monitor::DeviceOps::kNoSlot) timer_->set_done(slot, done);
+  }
   void commit(size_t slot, const Status& status, int64_t now_ns) {
     if (ops_) ops_->commit(slot, status, now_ns);
   }
 
+  static constexpr uint64_t kAlwaysTimedBytes = 1 << 20;
+
  private:
+  // Whether an operation of `bytes` is timed: from kAlwaysTimedBytes always, below that the first of every sample_.
+  bool sampled(uint64_t bytes) {
+    if (bytes >= kAlwaysTimedBytes) return true;
+    const bool timed = small_ == 0;
+    small_ = small_ + 1 >= sample_ ? 0 : small_ + 1;
+    return timed;
+  }
+
   std::shared_ptr<monitor::CommMonitor> monitor_;
   std::shared_ptr<GpuOpTimer> timer_;
   monitor::DeviceOps* ops_ = nullptr;
+  uint64_t sample_ = 1;  // ZW_MONITOR_DEVICE_SAMPLE
+  uint64_t small_ = 0;   // operations under kAlwaysTimedBytes since the last timed one
 };
 
 }  // namespace zw::internal::gpu

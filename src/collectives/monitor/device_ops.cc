@@ -79,10 +79,10 @@ uint64_t DeviceOps::in_flight() const {
 }
 
 void DeviceOps::finish(uint64_t index, const Pending& p, uint64_t start_ns, uint64_t end_ns, OpState state,
-                       uint16_t code) {
-  ring_->finish(index, end_ns, state, code, start_ns);
+                       uint16_t code, bool timed) {
+  ring_->finish(index, end_ns, state, code, start_ns, timed ? 0 : kRecordUntimed);
   stats_.add(p.kind, static_cast<Algo>(p.algo), p.bytes, end_ns > start_ns ? end_ns - start_ns : 0,
-             state == OpState::kFailed);
+             state == OpState::kFailed, timed);
 }
 
 size_t DeviceOps::consume(DeviceOpSource& source) {
@@ -107,7 +107,7 @@ size_t DeviceOps::consume(DeviceOpSource& source) {
     if (failed && ring_->header().failed.load(std::memory_order_relaxed) == 0)
       ring_->mark_failed("GPU operation " + std::to_string(p.seq) +
                          " failed on the device: " + code_name(static_cast<Code>(c.code)));
-    finish(i, p, start, end, failed ? OpState::kFailed : OpState::kDone, failed ? c.code : 0);
+    finish(i, p, start, end, failed ? OpState::kFailed : OpState::kDone, failed ? c.code : 0, c.timed);
   }
   finished_.store(i, std::memory_order_release);
   return static_cast<size_t>(i - first);

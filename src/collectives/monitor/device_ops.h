@@ -5,10 +5,11 @@
 // The issuing thread begins a record when the call enters (state running, so a rank blocked in the descriptor exchange
 // shows which operation it is in) and commits it once the kernels are enqueued, or with the error when the call
 // failed. Its times come from the device: the engine records a CUDA event before and after the kernels
-// (DeviceOpSource, implemented in gpu/gpu_monitor.cc), and the consumer — the monitor service thread every tick, and
-// the engine once more when it goes — finishes the records whose end event completed, in issue order, with the
-// start and end converted to this host's CLOCK_MONOTONIC, and updates the aggregates. Neither side allocates or
-// locks on the issuing path; consumers are serialized by a mutex the issuer never takes.
+// (DeviceOpSource, implemented in gpu/gpu_monitor.cc; of small operations only a sample is timed, the others are
+// counted with their bytes and completion but no run time: kRecordUntimed), and the consumer — the monitor service
+// thread every tick, and the engine once more when it goes — finishes the records whose operation completed, in issue
+// order, with the start and end converted to this host's CLOCK_MONOTONIC, and updates the aggregates. Neither side
+// allocates or locks on the issuing path; consumers are serialized by a mutex the issuer never takes.
 //
 // The pending records are the ring's own slots: while `capacity` device operations are issued and not finished (the
 // GPU that far behind the host), a further one finds no free slot; it is counted (untracked()) and left out.
@@ -38,6 +39,7 @@ struct DeviceCompletion {
   uint64_t start_ns = 0;  // CLOCK_MONOTONIC when the stream reached the operation's kernels
   uint64_t end_ns = 0;    // ... and when they had finished
   uint16_t code = 0;      // zw::Code when failed
+  bool timed = true;      // false: the run was not timed (start = end = when the completion was seen)
 };
 
 // What the device engine provides: completions of the operations it was told about (slot = ring index modulo the
@@ -88,7 +90,8 @@ class DeviceOps {
     uint8_t algo = 0;
   };
   DeviceOps() = default;
-  void finish(uint64_t index, const Pending& p, uint64_t start_ns, uint64_t end_ns, OpState state, uint16_t code);
+  void finish(uint64_t index, const Pending& p, uint64_t start_ns, uint64_t end_ns, OpState state, uint16_t code,
+              bool timed = true);
 
   std::unique_ptr<RecordRing> ring_;
   std::unique_ptr<Pending[]> pending_;  // [capacity]

@@ -111,13 +111,16 @@ void render_cells(std::string& out, const std::vector<Cell>& cells) {
          [&](const Cell& c) { return ld(c.c->errors); });
   auto algbw = [&](const Cell& c) {
     const double t = ld(c.c->time_ns) / 1e9;
-    return t > 0 ? ld(c.c->bytes) / t : 0.0;
+    return t > 0 ? ld(c.c->timed_bytes) / t : 0.0;
   };
   simple("zerowire_algbw_bytes_per_second", "gauge",
-         "Algorithm bandwidth: bytes over run time, all operations of the cell.", algbw);
+         "Algorithm bandwidth: bytes over run time of the cell's timed operations (every host operation; a sample of "
+         "small device ones).",
+         algbw);
   simple("zerowire_busbw_bytes_per_second", "gauge", "Bus bandwidth: algbw times nccl-tests' factor for the operation.",
          [&](const Cell& c) { return algbw(c) * bus_factor(static_cast<OpKind>(c.kind), c.m->setup().size); });
-  family(out, "zerowire_operation_duration_seconds", "histogram", "Run time of operations (start to end).");
+  family(out, "zerowire_operation_duration_seconds", "histogram",
+         "Run time of timed operations (start to end; every host operation, a sample of small device ones).");
   for (const Cell& c : cells) {
     auto counts = c.c->latency.copy();
     uint64_t cum = 0;
@@ -249,13 +252,14 @@ std::string record_json(const OpFields& f) {
                 "\"redop\":\"%s\",\"root\":%u,\"count\":%" PRIu64 ",\"bytes\":%" PRIu64
                 ",\"path\":\"%s\","
                 "\"state\":\"%s\",\"status\":\"%s\",\"enqueue_ns\":%" PRIu64 ",\"start_ns\":%" PRIu64
-                ",\"end_ns\":%" PRIu64 "}",
+                ",\"end_ns\":%" PRIu64 ",\"timed\":%s}",
                 f.seq, f.coll_index, op_kind_name(static_cast<OpKind>(f.kind)),
                 f.path == static_cast<uint8_t>(PathKind::kDevice) ? device_algo_name(f.algo)
                                                                   : algo_name(static_cast<Algo>(f.algo)),
                 dtype_name(static_cast<DataType>(f.dtype)), reduce_op_name(static_cast<ReduceOp>(f.redop)), f.root,
                 f.count, f.bytes, f.path == static_cast<uint8_t>(PathKind::kDevice) ? "device" : "host",
-                state_name(f.state), code_name(static_cast<Code>(f.status)), f.enqueue_ns, f.start_ns, f.end_ns);
+                state_name(f.state), code_name(static_cast<Code>(f.status)), f.enqueue_ns, f.start_ns, f.end_ns,
+                (f.flags & kRecordUntimed) != 0 ? "false" : "true");
   return buf;
 }
 
@@ -271,14 +275,15 @@ std::string stats_json(const OpStats& stats, int world_size, bool device) {
       const uint64_t n = c.count.load(std::memory_order_relaxed);
       if (n == 0) continue;
       const double t = seconds(c.time_ns.load()), bytes = static_cast<double>(c.bytes.load());
-      const double algbw = t > 0 ? bytes / t : 0;
+      const double timed_bytes = static_cast<double>(c.timed_bytes.load());
+      const double algbw = t > 0 ? timed_bytes / t : 0;
       const uint8_t algo = c.algo.load();
       auto counts = c.latency.copy();
       out += std::string(first ? "" : ",") + "{\"op\":\"" + op_kind_name(static_cast<OpKind>(k)) + "\",\"algo\":\"" +
              (device ? device_algo_name(algo) : algo_name(static_cast<Algo>(algo))) +
              "\",\"size_le_bytes\":" + std::to_string(size_bucket_bound(b)) + ",\"count\":" + std::to_string(n) +
-             ",\"bytes\":" + num(bytes) + ",\"time_s\":" + num(t) + ",\"errors\":" + std::to_string(c.errors.load()) +
-             ",\"algbw_Bps\":" + num(algbw) +
+             ",\"bytes\":" + num(bytes) + ",\"timed_bytes\":" + num(timed_bytes) + ",\"time_s\":" + num(t) +
+             ",\"errors\":" + std::to_string(c.errors.load()) + ",\"algbw_Bps\":" + num(algbw) +
              ",\"busbw_Bps\":" + num(algbw * bus_factor(static_cast<OpKind>(k), world_size)) +
              ",\"p50_s\":" + num(LatencyHistogram::quantile_ns(counts, 0.5) / 1e9) +
              ",\"p90_s\":" + num(LatencyHistogram::quantile_ns(counts, 0.9) / 1e9) +

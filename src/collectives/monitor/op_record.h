@@ -37,7 +37,12 @@ struct OpFields {
   uint16_t status = 0;      // zw::Code of the result (0: ok)
   uint8_t path = 0;         // PathKind
   uint32_t root = 0;        // root rank of broadcast/reduce
+  uint8_t flags = 0;        // kRecordUntimed
 };
+
+// OpFields::flags: a device operation whose run was not timed (the device path times a sample of its small operations,
+// gpu/gpu_monitor.h): it is done by end_ns, which is when its completion was seen, and start_ns equals end_ns.
+inline constexpr uint8_t kRecordUntimed = 1;
 
 // Which way the bytes went: the host transport, or a device-memory engine.
 enum class PathKind : uint8_t { kHost = 0, kDevice = 1 };
@@ -54,7 +59,8 @@ struct RecordSlot {
   std::atomic<uint64_t> end_ns;
   std::atomic<uint64_t> packed;  // kind | algo<<8 | dtype<<16 | redop<<24 | state<<32 | status<<40 (16 bits) | path<<56
   std::atomic<uint64_t> root;
-  std::atomic<uint64_t> reserved[2];
+  std::atomic<uint64_t> flags;  // OpFields::flags (zero in files written before it existed)
+  std::atomic<uint64_t> reserved;
 };
 static_assert(sizeof(RecordSlot) == 96, "RecordSlot is a file format: 12 little-endian 64-bit words");
 

@@ -34,26 +34,30 @@ inline uint64_t op_bytes(const OpDesc& desc, int world_size);
 // nccl-tests' bus-bandwidth factor: busbw = algbw × factor.
 double bus_factor(OpKind kind, int world_size);
 
-// One cell: operations of one kind in one size bucket.
+// One cell: operations of one kind in one size bucket. Run times are those of the timed operations: every host
+// operation, a sample of the device path's small ones (gpu/gpu_monitor.h); bandwidth is timed_bytes over time_ns.
 struct StatCell {
-  std::atomic<uint64_t> count{0};    // operations finished
-  std::atomic<uint64_t> bytes{0};    // their bytes (op_bytes)
-  std::atomic<uint64_t> time_ns{0};  // their run time (start to end)
-  std::atomic<uint64_t> errors{0};   // of them, failed
-  std::atomic<uint8_t> algo{0};      // algorithm of the last one
-  LatencyHistogram latency;          // run times
+  std::atomic<uint64_t> count{0};        // operations finished
+  std::atomic<uint64_t> bytes{0};        // their bytes (op_bytes)
+  std::atomic<uint64_t> timed_bytes{0};  // bytes of the timed ones
+  std::atomic<uint64_t> time_ns{0};      // run time (start to end) of the timed ones
+  std::atomic<uint64_t> errors{0};       // of them, failed
+  std::atomic<uint8_t> algo{0};          // algorithm of the last one
+  LatencyHistogram latency;              // run times (timed ones; its total is their count)
 };
 
 class OpStats {
  public:
-  // Writer: one finished operation.
-  void add(OpKind kind, Algo algo, uint64_t bytes, uint64_t ns, bool failed) {
+  // Writer: one finished operation that ran `ns` (timed), or whose run time is unknown (`timed` false: `ns` unused).
+  void add(OpKind kind, Algo algo, uint64_t bytes, uint64_t ns, bool failed, bool timed = true) {
     StatCell& c = cells_[static_cast<size_t>(kind) % kNumKinds][static_cast<size_t>(size_bucket(bytes))];
     bump(c.count, 1);
     bump(c.bytes, bytes);
-    bump(c.time_ns, ns);
     if (failed) bump(c.errors, 1);
     c.algo.store(static_cast<uint8_t>(algo), std::memory_order_relaxed);
+    if (!timed) return;
+    bump(c.timed_bytes, bytes);
+    bump(c.time_ns, ns);
     c.latency.add(ns);
   }
   const StatCell& cell(int kind, int bucket) const {

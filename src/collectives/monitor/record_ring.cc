@@ -109,6 +109,7 @@ bool RecordRing::read_slot(size_t i, OpFields* out) const {
   f.end_ns = s.end_ns.load(std::memory_order_relaxed);
   unpack_fields(s.packed.load(std::memory_order_relaxed), &f);
   f.root = static_cast<uint32_t>(s.root.load(std::memory_order_relaxed));
+  f.flags = static_cast<uint8_t>(s.flags.load(std::memory_order_relaxed));
   std::atomic_thread_fence(std::memory_order_acquire);
   if (s.version.load(std::memory_order_relaxed) != v1) return false;
   *out = f;

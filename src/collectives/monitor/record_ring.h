@@ -43,9 +43,11 @@ class RecordRing {
   // Writer: starts the record of a new operation (state kRunning) and returns its slot index for finish().
   inline uint64_t begin(const OpFields& f);
   // Writer: completes the record begun as `index` (end time, state, status; with `start_ns` non-zero, the start time
-  // too: the device path learns it only at the end). The finisher may be another thread than the beginner, provided
-  // no two threads write one slot at once (the device path's consumer finishes records the issuer no longer touches).
-  inline void finish(uint64_t index, uint64_t end_ns, OpState state, uint16_t status, uint64_t start_ns = 0);
+  // too: the device path learns it only at the end; `flags` as OpFields::flags). The finisher may be another thread
+  // than the beginner, provided no two threads write one slot at once (the device path's consumer finishes records the
+  // issuer no longer touches).
+  inline void finish(uint64_t index, uint64_t end_ns, OpState state, uint16_t status, uint64_t start_ns = 0,
+                     uint8_t flags = 0);
   // Any thread: the issue of operation `seq` (one relaxed store).
   void note_enqueued(uint64_t seq) { header_->last_enqueued.store(seq, std::memory_order_relaxed); }
   // Writer: marks the ring as belonging to a failed communicator, with the reason (truncated).
@@ -108,6 +110,7 @@ inline uint64_t RecordRing::begin(const OpFields& f) {
   const uint64_t state = uint64_t(OpState::kRunning) << 32;
   s.packed.store((pack_fields(f) & ~(uint64_t{0xFFFFFF} << 32)) | state, std::memory_order_relaxed);
   s.root.store(f.root, std::memory_order_relaxed);
+  s.flags.store(0, std::memory_order_relaxed);
   s.version.store(v + 2, std::memory_order_release);
   header_->written.store(index + 1, std::memory_order_release);
   header_->heartbeat_ns.store(f.start_ns, std::memory_order_relaxed);
@@ -119,13 +122,15 @@ inline uint64_t RecordRing::begin(const OpFields& f) {
   return index;
 }
 
-inline void RecordRing::finish(uint64_t index, uint64_t end_ns, OpState state, uint16_t status, uint64_t start_ns) {
+inline void RecordRing::finish(uint64_t index, uint64_t end_ns, OpState state, uint16_t status, uint64_t start_ns,
+                               uint8_t flags) {
   RecordSlot& s = slots_[index & (capacity_ - 1)];
   const uint64_t v = ((index >> capacity_log2_) << 2) + 2;
   s.version.store(v + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   s.end_ns.store(end_ns, std::memory_order_relaxed);
   if (start_ns != 0) s.start_ns.store(start_ns, std::memory_order_relaxed);
+  if (flags != 0) s.flags.store(flags, std::memory_order_relaxed);
   uint64_t packed = s.packed.load(std::memory_order_relaxed);
   packed = (packed & ~(uint64_t{0xFFFFFF} << 32)) | uint64_t(state) << 32 | uint64_t(status) << 40;
   s.packed.store(packed, std::memory_order_relaxed);

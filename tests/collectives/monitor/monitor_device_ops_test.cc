@@ -44,6 +44,11 @@ DeviceCompletion done_at(uint64_t start, uint64_t end) {
   return DeviceCompletion{DeviceCompletion::State::kDone, start, end, 0};
 }
 
+// An operation the engine did not time (gpu_monitor.h's sampling): seen complete at `seen`.
+DeviceCompletion seen_done_at(uint64_t seen) {
+  return DeviceCompletion{DeviceCompletion::State::kDone, seen, seen, 0, /*timed=*/false};
+}
+
 RingIdentity who() { return RingIdentity{1, 2, 0, "hostx", "dev-comm", "cuda_ipc"}; }
 
 OpDesc all_reduce_of(uint64_t count) {
@@ -96,6 +101,56 @@ TEST(DeviceOps, RecordsFinishInIssueOrderWithTheDevicesTimes) {
   EXPECT_EQ(c.time_ns.load(), 700u);
   EXPECT_EQ(d.stats().cell(static_cast<int>(OpKind::kAllReduce), size_bucket(3072)).time_ns.load(), 500u);
   EXPECT_GE(src.refreshes.load(), 1);
+}
+
+// An operation without a run time counts in the operations and bytes, not in the time, the bandwidth or the latency
+// histogram, and its record says it was not timed.
+TEST(DeviceOps, AnUntimedOperationIsCountedWithoutARunTime) {
+  MonitorSetup setup;
+  setup.rank = 0;
+  setup.size = 2;
+  setup.comm = "dev-untimed";
+  setup.transport = "shm";
+  setup.hosts = {"h", "h"};
+  setup.pids = {1, 2};
+  auto m = CommMonitor::create(setup);
+  ASSERT_TRUE(m);
+  auto src = std::make_shared<ScriptedSource>();
+  DeviceOps* d = m->attach_device(src, "cuda_ipc", 16);
+  ASSERT_NE(d, nullptr);
+  for (uint64_t s = 1; s <= 2; ++s)
+    d->commit(d->begin(all_reduce_of(2048), DeviceAlgo::kDirect, s, 2, static_cast<int64_t>(100 * s)), Status(), 0);
+  src->complete(1, done_at(150, 4150));  // 8 KiB in 4 µs: 2.048 GB/s
+  src->complete(2, seen_done_at(5000));
+  m->consume_device();
+  auto recs = d->ring().snapshot();
+  ASSERT_EQ(recs.size(), 2u);
+  EXPECT_EQ(recs[0].flags, 0u);
+  EXPECT_EQ(recs[1].flags, kRecordUntimed);
+  EXPECT_EQ(recs[1].state, static_cast<uint8_t>(OpState::kDone));
+  EXPECT_EQ(recs[1].start_ns, 5000u);
+  EXPECT_EQ(recs[1].end_ns, 5000u);
+  const StatCell& c = d->stats().cell(static_cast<int>(OpKind::kAllReduce), size_bucket(8192));
+  EXPECT_EQ(c.count.load(), 2u);
+  EXPECT_EQ(c.bytes.load(), 2u * 8192);
+  EXPECT_EQ(c.timed_bytes.load(), 8192u);
+  EXPECT_EQ(c.time_ns.load(), 4000u);
+  uint64_t observed = 0;
+  for (uint64_t n : c.latency.copy()) observed += n;
+  EXPECT_EQ(observed, 1u);
+  const std::string text = render_prometheus({m});
+  const std::string labels =
+      "{comm=\"dev-untimed\",rank=\"0\",op=\"all_reduce\",transport=\"cuda_ipc\",algo=\"direct\","
+      "size_le_bytes=\"8192\"}";
+  EXPECT_NE(text.find("zerowire_operations_total" + labels + " 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("zerowire_algbw_bytes_per_second" + labels + " 2.048e+09\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("zerowire_operation_duration_seconds_count" + labels + " 1\n"), std::string::npos) << text;
+  const std::string json = render_comm_json(*m);
+  EXPECT_NE(json.find("\"bytes\":16384,\"timed_bytes\":8192,"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"start_ns\":5000,\"end_ns\":5000,\"timed\":false}"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"end_ns\":4150,\"timed\":true}"), std::string::npos) << json;
+  m->detach_device();
+  m->retire();
 }
 
 TEST(DeviceOps, AnOperationRefusedAtIssueOrFailedOnTheDeviceIsRecordedFailed) {
@@ -233,7 +288,7 @@ TEST(DeviceOps, TheExporterShowsTheDevicePathBesideTheHostPath) {
 }
 
 // The device ring as a flight-recorder file, read back by tools/zw_flight: its own communicator entry (path device),
-// the device algorithm's name, a finished and a running record.
+// the device algorithm's name, a finished record (not timed) and a running one.
 TEST(DeviceOps, ZwFlightReadsTheDeviceRingsFile) {
   char dir[] = "/tmp/zw_dev_flight_XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
@@ -246,7 +301,7 @@ TEST(DeviceOps, ZwFlightReadsTheDeviceRingsFile) {
     const OpDesc ag{OpKind::kAllGather, Algo::kRing, DataType::kBFloat16, ReduceOp::kSum, 0, 2048};
     d.commit(d.begin(ag, DeviceAlgo::kCopyEngine, 1, 2, 100), Status(), 0);
     d.commit(d.begin(all_reduce_of(64), DeviceAlgo::kRing, 2, 2, 200), Status(), 0);
-    src.complete(1, done_at(150, 900));
+    src.complete(1, seen_done_at(900));
     d.consume(src);
   }
   const std::string cmd = std::string("python3 ") + ZW_FLIGHT_TOOL + " --json " + file + " 2>&1";
@@ -260,6 +315,7 @@ TEST(DeviceOps, ZwFlightReadsTheDeviceRingsFile) {
   EXPECT_NE(out.find("\"algo\": \"copy_engine\""), std::string::npos) << out;
   EXPECT_NE(out.find("\"state\": \"done\""), std::string::npos) << out;
   EXPECT_NE(out.find("\"state\": \"running\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"timed\": false"), std::string::npos) << out;  // the finished one was not timed
   std::remove(file.c_str());
   rmdir(dir);
 }

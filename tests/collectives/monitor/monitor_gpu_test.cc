@@ -3,10 +3,13 @@
 // record in the communicator's device records — op, bytes, path "device", state done, enqueue <= start <= end within
 // the time the host saw the calls take, a run time that fits inside that span — whether its Work was waited on or
 // dropped (the stream synchronized instead), and be counted in the aggregates under transport "cuda_ipc". Operations
-// two ranks issue differently are recorded as failed with the desync code. Skips with "no CUDA device" without a GPU.
+// under 1 MiB are timed one in ZW_MONITOR_DEVICE_SAMPLE: the others' records say so and hold the time their completion
+// was seen. Operations two ranks issue differently are recorded as failed with the desync code. Skips with "no CUDA
+// device" without a GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -17,6 +20,7 @@
 #include "collectives/monitor/comm_monitor.h"
 #include "collectives/monitor/exporter.h"
 #include "common/clock.h"
+#include "common/knobs.h"
 #include "zerowire/communicator.h"
 #include "zerowire/store.h"
 
@@ -114,12 +118,28 @@ bool all_finished(const CommMonitor& m) {
   return false;
 }
 
+// Whether the engine times each of `ops` (gpu_monitor.h): from 1 MiB always, below the first of every sample.
+std::vector<bool> timed_ops(const std::vector<Op>& ops) {
+  const uint64_t sample = static_cast<uint64_t>(std::max<int64_t>(knobs().monitor_device_sample, 1));
+  std::vector<bool> timed;
+  uint64_t small = 0;
+  for (const Op& op : ops) {
+    const uint64_t per_rank = op.count * 4;
+    const uint64_t bytes =
+        op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter ? per_rank * kRanks : per_rank;
+    timed.push_back(bytes >= (1u << 20) || small++ % sample == 0);
+  }
+  return timed;
+}
+
 std::string check_records(const CommMonitor& m, const std::vector<Op>& ops, uint64_t t_begin, uint64_t t_end) {
   const DeviceOps* d = m.device();
   if (d == nullptr) return "no device records";
   std::vector<OpFields> recs = d->ring().snapshot();
   if (recs.size() != ops.size())
     return std::to_string(recs.size()) + " device records for " + std::to_string(ops.size()) + " operations";
+  const std::vector<bool> timed = timed_ops(ops);
+  const uint64_t checked = now_ns();
   uint64_t run_total = 0;
   for (size_t i = 0; i < recs.size(); ++i) {
     const OpFields& f = recs[i];
@@ -132,6 +152,13 @@ std::string check_records(const CommMonitor& m, const std::vector<Op>& ops, uint
       return at + "not the operation issued";
     if (f.path != static_cast<uint8_t>(PathKind::kDevice)) return at + "path is not device";
     if (f.state != static_cast<uint8_t>(OpState::kDone) || f.status != 0) return at + "not done ok";
+    if (((f.flags & internal::monitor::kRecordUntimed) == 0) != timed[i])
+      return at + (timed[i] ? "not timed, but it should be" : "timed, but it should be one of the untimed sample");
+    if (!timed[i]) {  // seen complete by the consumer after the host issued it, before this check
+      if (!(t_begin <= f.enqueue_ns && f.enqueue_ns <= f.start_ns && f.start_ns == f.end_ns && f.end_ns <= checked))
+        return at + "an untimed record's times are out of order";
+      continue;
+    }
     // 200 µs of slack at the end: the clock anchor's error bound is 50 µs.
     if (!(t_begin <= f.enqueue_ns && f.enqueue_ns <= f.start_ns && f.start_ns <= f.end_ns &&
           f.end_ns <= t_end + 200000))
@@ -149,7 +176,8 @@ TEST(MonitorGpu, EveryDeviceOperationLeavesARecordWithItsDeviceTimes) {
       {OpKind::kAllGather, 1024, true},         {OpKind::kAllReduce, 1 << 20, true},
       {OpKind::kReduceScatter, 1 << 18, false}, {OpKind::kBroadcast, 1 << 16, false},
       {OpKind::kAllReduce, 16 << 20, false},    {OpKind::kAllGather, 4 << 20, true},
-      {OpKind::kAllReduce, 256, false},
+      {OpKind::kAllReduce, 256, false},         {OpKind::kAllGather, 64, true},
+      {OpKind::kAllReduce, 4096, false},
   };
   auto failures = run_on_gpu("mon-gpu", [&](int, Communicator& c, Rank& m) -> std::string {
     std::vector<Work> kept;
@@ -176,7 +204,7 @@ TEST(MonitorGpu, EveryDeviceOperationLeavesARecordWithItsDeviceTimes) {
       at = text.find('}', at);
       counted += static_cast<size_t>(std::stod(text.substr(at + 2)));
     }
-    if (counted != 3) return "all_reduce counted " + std::to_string(counted) + " times under cuda_ipc, not 3:\n" + text;
+    if (counted != 4) return "all_reduce counted " + std::to_string(counted) + " times under cuda_ipc, not 4:\n" + text;
     return "";
   });
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
@@ -199,6 +227,36 @@ TEST(MonitorGpu, TheDeviceRunTimeFitsInsideTheHostsSpan) {
     const uint64_t run = recs[0].end_ns - recs[0].start_ns;
     if (run < 5000 || run > t1 - t0)
       return "device run time " + std::to_string(run) + " ns for 64 MiB, host span " + std::to_string(t1 - t0) + " ns";
+    return "";
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
+}
+
+// Many small all-gathers: every one is counted with its bytes, one in ZW_MONITOR_DEVICE_SAMPLE has a run time (the
+// latency histogram's count), and the bandwidth comes from the timed ones alone.
+TEST(MonitorGpu, SmallOperationsAreCountedAllAndTimedOneInTheSample) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const std::vector<Op> ops(40, Op{OpKind::kAllGather, 512, false});  // 4 KiB gathered
+  const std::vector<bool> timed = timed_ops(ops);
+  const uint64_t want_timed = static_cast<uint64_t>(std::count(timed.begin(), timed.end(), true));
+  auto failures = run_on_gpu("mon-gpu-sample", [&](int, Communicator& c, Rank& m) -> std::string {
+    const uint64_t t0 = now_ns();
+    for (const Op& op : ops)
+      if (auto w = issue(c, m, op); !w.ok()) return "issue: " + w.status().to_string();
+    if (cudaStreamSynchronize(m.stream) != cudaSuccess) return "cudaStreamSynchronize failed";
+    const uint64_t t1 = now_ns();
+    const auto& mon = c.impl().monitor();
+    if (!mon || !all_finished(*mon)) return "device records still in flight after 5 s";
+    if (std::string err = check_records(*mon, ops, t0, t1); !err.empty()) return err;
+    const auto& cell =
+        mon->device()->stats().cell(static_cast<int>(OpKind::kAllGather), internal::monitor::size_bucket(4096));
+    uint64_t observed = 0;
+    for (uint64_t n : cell.latency.copy()) observed += n;
+    if (cell.count.load() != ops.size() || cell.bytes.load() != ops.size() * 4096 || observed != want_timed ||
+        cell.timed_bytes.load() != want_timed * 4096 || cell.time_ns.load() == 0)
+      return "aggregates: count " + std::to_string(cell.count.load()) + ", bytes " + std::to_string(cell.bytes.load()) +
+             ", timed " + std::to_string(observed) + " (want " + std::to_string(want_timed) + "), timed bytes " +
+             std::to_string(cell.timed_bytes.load()) + ", time " + std::to_string(cell.time_ns.load()) + " ns";
     return "";
   });
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
