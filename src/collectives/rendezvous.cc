@@ -6,8 +6,8 @@
 #include <cstring>
 #include <thread>
 
-#include "collectives/refusal.h"
 #include "collectives/monitor/peer_links.h"
+#include "collectives/refusal.h"
 #include "collectives/rendezvous_wire.h"
 #include "common/log.h"
 
@@ -68,10 +68,11 @@ Status Rendezvous::check_desc(int peer, const OpDesc& desc) const {
   if (desc == desc_ || is_p2p(desc.kind) || is_p2p(desc_.kind)) return Status();
   if (is_refusal(desc) || is_refusal(desc_)) return Status();  // a REFUSE message says it (refusal.h)
   // The two operations come last and without hosts: a reason forwarded to the other ranks keeps its tail.
-  return Status(Code::kDesync, describe(peer) + " and " + describe(rank_) + " disagree (every rank must issue the "
-                                   "same collectives in the same order): as operation #" + std::to_string(seq_) +
-                                   " rank " + std::to_string(peer) + " called " + desc.describe() + ", rank " +
-                                   std::to_string(rank_) + " " + desc_.describe());
+  return Status(Code::kDesync, describe(peer) + " and " + describe(rank_) +
+                                   " disagree (every rank must issue the "
+                                   "same collectives in the same order): as operation #" +
+                                   std::to_string(seq_) + " rank " + std::to_string(peer) + " called " +
+                                   desc.describe() + ", rank " + std::to_string(rank_) + " " + desc_.describe());
 }
 
 Status Rendezvous::dispatch(int peer, const transport::Message& msg) {
@@ -87,12 +88,19 @@ Status Rendezvous::dispatch(int peer, const transport::Message& msg) {
       std::string reason(reinterpret_cast<const char*>(payload.data()) + 1, payload.size() - 1);
       return Status(Code::kAborted, describe(peer) + " aborted the communicator: " + reason);
     }
-    case kCtrlEager: return on_eager(peer, payload);
-    case kCtrlCredit: return on_credit(peer, payload);
-    case kCtrlRefuse: return on_refusal(peer, payload);
-    case kCtrlBlameQuery: on_blame_query(peer, payload); return Status();
-    case kCtrlCts: break;
-    default: return Status(Code::kProtocolError, "unknown control message from " + describe(peer));
+    case kCtrlEager:
+      return on_eager(peer, payload);
+    case kCtrlCredit:
+      return on_credit(peer, payload);
+    case kCtrlRefuse:
+      return on_refusal(peer, payload);
+    case kCtrlBlameQuery:
+      on_blame_query(peer, payload);
+      return Status();
+    case kCtrlCts:
+      break;
+    default:
+      return Status(Code::kProtocolError, "unknown control message from " + describe(peer));
   }
   CtsWire w;
   if (payload.size() < sizeof w) return Status(Code::kProtocolError, "malformed clear-to-send from " + describe(peer));
@@ -148,7 +156,8 @@ Status Rendezvous::check_peer(int peer) {
   if (peer != rank_) {
     if (!state_[peer].error.ok()) return state_[peer].error;
     std::string why;
-    if (transport_.peer_known_dead(peer, &why)) return Status(Code::kPeerFailed, describe(peer) + " died (" + why + ")");
+    if (transport_.peer_known_dead(peer, &why))
+      return Status(Code::kPeerFailed, describe(peer) + " died (" + why + ")");
     return Status();
   }
   for (size_t p = 0; p < endpoints_.size(); ++p)
@@ -157,17 +166,26 @@ Status Rendezvous::check_peer(int peer) {
   return Status();
 }
 
-Status Rendezvous::wait_for(int peer, const char* what, uint64_t tag, Predicate done, bool local) {
+Status Rendezvous::wait_for(int peer, const char* what, uint64_t tag, Predicate done, bool local,
+                            uint64_t* blocked_ns) {
   int idle_rounds = 0;
   waiting_peer_ = peer;
   waiting_what_ = what;
+  Clock::time_point blocked_from{};
+  if (blocked_ns) *blocked_ns = 0;
   for (;;) {
     ZW_TRY(pump());
-    if (done()) return Status();
+    if (done()) {
+      if (blocked_ns && blocked_from != Clock::time_point{})
+        *blocked_ns = static_cast<uint64_t>(std::max<int64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - blocked_from).count(), 1));
+      return Status();
+    }
     if (interrupted_.load(std::memory_order_acquire))
       return Status(Code::kAborted, "interrupted while waiting for " + std::string(what) + " from " + describe(peer) +
                                         ": " + interrupt_reason_);
     auto now = Clock::now();
+    if (blocked_from == Clock::time_point{}) blocked_from = now;
     if (peer == rank_ || !state_[peer].error.ok()) ZW_TRY(check_peer(peer));
     if (deadline_.expired()) {
       char secs[32];
@@ -221,13 +239,15 @@ Status Rendezvous::send(int peer, const RegBuf& src, size_t offset, size_t bytes
     return Status();
   }
   auto& list = state_[peer].cts;
-  auto match = [&] { return std::find_if(list.begin(), list.end(), [&](const Cts& c) { return c.seq == seq_ && c.tag == tag; }); };
+  auto match = [&] {
+    return std::find_if(list.begin(), list.end(), [&](const Cts& c) { return c.seq == seq_ && c.tag == tag; });
+  };
   ZW_TRY(wait_for(peer, "clear-to-send", tag, [&] { return match() != list.end(); }));
   auto it = match();
   if (it->bytes != bytes)
     return Status(Code::kDesync, describe(peer) + " expects " + std::to_string(it->bytes) + " bytes for " +
-                                     tag_string(tag) + " of " + desc_.describe() + " but " + describe(rank_) +
-                                     " has " + std::to_string(bytes));
+                                     tag_string(tag) + " of " + desc_.describe() + " but " + describe(rank_) + " has " +
+                                     std::to_string(bytes));
   Status s = ep->write(*src.mr, offset, it->key_bytes(), it->offset, bytes, notify_value(tag));
   list.erase(it);
   if (!s.ok()) return explain(Status(s.code(), "write to " + describe(peer) + " failed: " + s.message()));
@@ -241,16 +261,17 @@ Status Rendezvous::wait_recv(int peer, uint64_t tag, size_t bytes) {
   auto& list = state_[peer].notifies;
   uint64_t want = notify_value(tag);
   auto arrived = [&] { return std::find(list.begin(), list.end(), want) != list.end(); };
-  const uint64_t blocked_from = links_ && !arrived() ? now_ns() : 0;  // data already there costs no clock read
-  ZW_TRY(wait_for(peer, "data", tag, arrived));
-  if (links_) links_->received(peer, bytes, blocked_from ? std::max<uint64_t>(now_ns() - blocked_from, 1) : 0);
+  uint64_t blocked = 0;
+  ZW_TRY(wait_for(peer, "data", tag, arrived, /*local=*/false, links_ ? &blocked : nullptr));
+  if (links_) links_->received(peer, bytes, blocked);
   list.erase(std::find(list.begin(), list.end(), want));
   return Status();
 }
 
 Status Rendezvous::wait_write(int peer, uint64_t ticket) {
   auto& ep = endpoints_[peer];
-  return wait_for(peer, "local write completion", 0, [&] { return ep->writes_completed() >= ticket; }, true);
+  return wait_for(
+      peer, "local write completion", 0, [&] { return ep->writes_completed() >= ticket; }, true);
 }
 
 void Rendezvous::broadcast_abort(const Status& reason) {

@@ -11,8 +11,8 @@
 // once half of that sender's slots are owed or before this rank blocks in a wait. Both sides decide
 // eager-or-not from the size alone.
 //
-// Every CTS and EAGER message carries the operation's sequence number and description, so a peer that issued a different
-// collective (or a different count, dtype, op, root or algorithm) is caught on its first message and named.
+// Every CTS and EAGER message carries the operation's sequence number and description, so a peer that issued a
+// different collective (or a different count, dtype, op, root or algorithm) is caught on its first message and named.
 // Messages for later operations (a fast peer running ahead) are kept until this rank gets there.
 // Waiting never hangs: each wait ends at the operation's deadline, fails as soon as any peer is known dead
 // or an endpoint fails, and fails when a peer broadcast an abort. Zero-byte transfers are skipped by both
@@ -23,9 +23,9 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <span>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -92,7 +92,8 @@ class Rendezvous {
 
   // Turns on eager transfers: `inbox` holds size × slots slots of config.bytes (sender-major), and
   // peer_inbox_keys[p] is the remote key of rank p's inbox.
-  void enable_eager(const EagerConfig& config, const RegBuf& inbox, std::vector<std::vector<std::byte>> peer_inbox_keys);
+  void enable_eager(const EagerConfig& config, const RegBuf& inbox,
+                    std::vector<std::vector<std::byte>> peer_inbox_keys);
 
   // Point-to-point transfers (send_recv batches) are numbered per (sender, receiver) pair: the n-th send from A to B
   // matches B's n-th receive from A. next_*_seq hands out the next number; use_seq makes the following post_recv /
@@ -153,18 +154,18 @@ class Rendezvous {
     uint32_t slot;
   };
   struct PeerState {
-    std::vector<Cts> cts;             // clear-to-send messages not yet consumed
-    std::vector<uint64_t> notifies;   // notify values not yet consumed
+    std::vector<Cts> cts;            // clear-to-send messages not yet consumed
+    std::vector<uint64_t> notifies;  // notify values not yet consumed
     std::vector<EagerPosted> eager_posted;
     std::vector<EagerArrived> eager_arrived;
-    uint64_t free_slots = 0;          // bit i: slot i of this peer's inbox may be written by this rank
-    uint64_t owed_credits = 0;        // bit i: slot i of this rank's inbox for the peer was emptied, not yet returned
-    Status error;                     // the endpoint failed (raised only when this peer is waited on)
-    uint64_t p2p_sent = 0;            // point-to-point transfers to this peer so far
-    uint64_t p2p_received = 0;        // point-to-point transfers from this peer so far
+    uint64_t free_slots = 0;    // bit i: slot i of this peer's inbox may be written by this rank
+    uint64_t owed_credits = 0;  // bit i: slot i of this rank's inbox for the peer was emptied, not yet returned
+    Status error;               // the endpoint failed (raised only when this peer is waited on)
+    uint64_t p2p_sent = 0;      // point-to-point transfers to this peer so far
+    uint64_t p2p_received = 0;  // point-to-point transfers from this peer so far
     std::vector<std::pair<uint64_t, std::string>> refusals;  // operations ahead that the peer refused, and why
-    bool aborted = false;             // the peer sent ABORT: it sends nothing more (drain.cc)
-    uint64_t seen_seq = 0;            // the last collective this peer's messages belonged to (blame.cc)
+    bool aborted = false;                                    // the peer sent ABORT: it sends nothing more (drain.cc)
+    uint64_t seen_seq = 0;  // the last collective this peer's messages belonged to (blame.cc)
     OpDesc seen_desc;
   };
 
@@ -200,12 +201,17 @@ class Rendezvous {
     state_[peer].seen_seq = seq;
     state_[peer].seen_desc = desc;
   }
-  Status wait_for(int peer, const char* what, uint64_t tag, Predicate done, bool local = false);
+  // Pumps until done(). With `blocked_ns`, how long it waited once a pump had not brought it (0: it had; the clock is
+  // read only then: data already there costs no clock read).
+  Status wait_for(int peer, const char* what, uint64_t tag, Predicate done, bool local = false,
+                  uint64_t* blocked_ns = nullptr);
   Status check_peer(int peer);
   // Bit 63 is clear: it marks the notifications of eager writes, which carry no meaning of their own.
   uint64_t notify_value(uint64_t tag) const { return notify_value(seq_, tag); }
   // For a message of operation `seq` (an eager message may be consumed while another transfer's seq is current).
-  static uint64_t notify_value(uint64_t seq, uint64_t tag) { return ((seq & 0x7FFFFF) << 40) | (tag & 0xFFFFFFFFFFull); }
+  static uint64_t notify_value(uint64_t seq, uint64_t tag) {
+    return ((seq & 0x7FFFFF) << 40) | (tag & 0xFFFFFFFFFFull);
+  }
 
   int rank_;
   transport::Transport& transport_;
@@ -224,10 +230,10 @@ class Rendezvous {
   RegBuf inbox_;
   std::vector<std::vector<std::byte>> peer_inbox_keys_;
   monitor::PeerLinks* links_ = nullptr;  // per-peer counters (monitoring), or null
-  int waiting_peer_ = -1;             // what the current wait is for (blame.cc)
+  int waiting_peer_ = -1;                // what the current wait is for (blame.cc)
   const char* waiting_what_ = "";
   std::shared_ptr<Store> blame_store_;
-  uint64_t answered_blame_ = 0;       // the last operation whose query this rank answered
+  uint64_t answered_blame_ = 0;  // the last operation whose query this rank answered
 };
 
 }  // namespace zw::internal

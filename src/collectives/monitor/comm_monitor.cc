@@ -72,7 +72,11 @@ std::string CommMonitor::endpoint_key(int rank) { return "monitor/endpoint/" + s
 
 CommMonitor::~CommMonitor() = default;
 
-void CommMonitor::on_start(const OpDesc& desc, uint64_t seq, int64_t enqueue_ns, int64_t start_ns, PathKind path) {
+// The two hooks run on every operation's path: `hot` puts them in .text.hot beside the compiler's other hot code. In
+// the 4 KiB all-gather benchmark their code otherwise shared L1 instruction-cache sets with the collective's own path
+// (callgrind --cache-sim, world size 1: 11 I1 misses per operation with monitoring on, none off; none with `hot`).
+__attribute__((hot)) void CommMonitor::on_start(const OpDesc& desc, uint64_t seq, int64_t enqueue_ns, int64_t start_ns,
+                                                PathKind path) {
   start_ns_ = static_cast<uint64_t>(start_ns);
   seq_ = seq;
   desc_ = desc;
@@ -93,7 +97,7 @@ void CommMonitor::on_start(const OpDesc& desc, uint64_t seq, int64_t enqueue_ns,
   record_ = ring_->begin(f);
 }
 
-void CommMonitor::on_finish(const Status& status, int64_t end_ns) {
+__attribute__((hot)) void CommMonitor::on_finish(const Status& status, int64_t end_ns) {
   if (record_ == UINT64_MAX) return;
   const uint64_t end = static_cast<uint64_t>(end_ns);
   const uint64_t ns = end > start_ns_ ? end - start_ns_ : 0;
