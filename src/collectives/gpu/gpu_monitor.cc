@@ -141,8 +141,6 @@ void GpuOpRecorder::attach(CommImpl& impl, int device, std::shared_ptr<GpuShared
   sample_ = static_cast<uint64_t>(std::max<int64_t>(knobs().monitor_device_sample, 1));
 }
 
-void GpuOpRecorder::drain() { monitor_->try_consume_device(); }
-
 void GpuOpRecorder::detach() {
   if (ops_ != nullptr) monitor_->detach_device();
   ops_ = nullptr;

@@ -96,7 +96,6 @@ class GpuOpRecorder {
   // Issuing thread (no-ops when off; kNoSlot when no record slot is free).
   size_t begin(const OpDesc& desc, monitor::DeviceAlgo algo, uint64_t seq, int world_size, int64_t enqueue_ns) {
     if (!ops_) return monitor::DeviceOps::kNoSlot;
-    if (ops_->full()) drain();  // issued faster than the service thread consumes
     const size_t slot = ops_->begin(desc, algo, seq, world_size, enqueue_ns);
     if (slot != monitor::DeviceOps::kNoSlot) timer_->set_timed(slot, sampled(monitor::op_bytes(desc, world_size)));
     return slot;
@@ -117,8 +116,6 @@ class GpuOpRecorder {
   static constexpr uint64_t kAlwaysTimedBytes = 1 << 20;
 
  private:
-  // Every record slot is taken: finishes what completed on this thread (out of line: the rare path).
-  void drain();
   // Whether an operation of `bytes` is timed: from kAlwaysTimedBytes always, below that the first of every sample_.
   bool sampled(uint64_t bytes) {
     if (bytes >= kAlwaysTimedBytes) return true;

@@ -229,11 +229,6 @@ void CommMonitor::consume_device() {
   if (device_source_) device_ops_->consume(*device_source_);
 }
 
-void CommMonitor::try_consume_device() {
-  std::unique_lock<std::mutex> lock(device_mutex_, std::try_to_lock);
-  if (lock.owns_lock() && device_source_) device_ops_->consume(*device_source_);
-}
-
 void CommMonitor::detach_device() {
   std::lock_guard<std::mutex> lock(device_mutex_);
   if (!device_source_) return;

@@ -67,9 +67,6 @@ class CommMonitor {
   const DeviceOps* device() const { return device_.load(std::memory_order_acquire); }
   // Finishes the device records whose operations completed (the service thread calls it every tick).
   void consume_device();
-  // The same from the issuing thread when every record slot is taken (operations issued faster than one ring per
-  // tick): nothing when a consumer is at it already.
-  void try_consume_device();
 
   const MonitorSetup& setup() const { return setup_; }
   const RecordRing& ring() const { return *ring_; }

@@ -11,10 +11,8 @@
 // order, with the start and end converted to this host's CLOCK_MONOTONIC, and updates the aggregates. Neither side
 // allocates or locks on the issuing path; consumers are serialized by a mutex the issuer never takes.
 //
-// The pending records are the ring's own slots. When they are all taken — operations issued faster than the service
-// thread's tick consumes them (2048 per 50 ms), or the GPU that far behind the host — the issuer consumes them itself
-// (GpuOpRecorder::begin: a pass over up to `capacity` records, once per `capacity` operations); what is still running
-// then finds no free slot and is counted (untracked()) and left out.
+// The pending records are the ring's own slots: while `capacity` device operations are issued and not finished (the
+// GPU that far behind the host), a further one finds no free slot; it is counted (untracked()) and left out.
 // Non-goals: the straggler windows (host collectives only), device-side per-peer counters.
 #pragma once
 
@@ -79,8 +77,6 @@ class DeviceOps {
   uint64_t issued() const { return ring_->header().last_enqueued.load(std::memory_order_relaxed); }
   uint64_t in_flight() const;                                                        // begun, not finished
   uint64_t untracked() const { return untracked_.load(std::memory_order_relaxed); }  // left out (no free slot)
-  // Issuer: every slot holds an unfinished operation (begin() would leave the next one out).
-  bool full() const { return begun_ - finished_.load(std::memory_order_acquire) >= ring_->capacity(); }
 
  private:
   // What the issuer tells the consumer about a slot (besides the ring record).
