@@ -209,9 +209,12 @@ elif [ -x "$bin" ]; then
   bounded 20 "$bin" -n 100000 -r 3 >"$LOG/overhead_host.txt" 2>&1 || status=1
   bounded 20 "$bin" -m device -n 20000 -r 3 >"$LOG/overhead_device.txt" 2>&1 || status=1
   cat "$LOG/overhead_host.txt" "$LOG/overhead_device.txt" | grep -v '^#' | tee -a "$LOG/summary.txt"
-  # The device monitor's share of zerowire's own issue cost: off, every operation timed, the default sample.
+  # The device monitor's share of zerowire's own issue cost: off, every operation timed, the default sample; with a
+  # record ring that holds a whole run (with the default 2048 slots the ring fills within one 50 ms tick of the
+  # monitor's thread and later operations are left out, recording nothing).
   for mon in ZW_MONITOR=0 ZW_MONITOR_DEVICE_SAMPLE=1 ZW_MONITOR_DEVICE_SAMPLE=16; do
-    echo "monitor $mon: $(bounded 20 env "$mon" "$bin" -m device -a zw -n 20000 -r 3 2>&1 | grep -v '^#' |
+    echo "monitor $mon: $(bounded 20 env "$mon" ZW_MONITOR_RECORDS=65536 "$bin" -m device -a zw -n 20000 -r 3 2>&1 |
+      grep -v '^#' |
       awk '{printf "%s %s ns/call  ", $1, $2}')"
   done | tee "$LOG/overhead_monitor.txt" | tee -a "$LOG/summary.txt"
   # The floor under both: what CUDA's calls cost here, and the system NCCL's own issue cost at world size 1.
