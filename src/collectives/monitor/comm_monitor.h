@@ -65,7 +65,7 @@ class CommMonitor {
   void detach_device();
   // The device path's records, or null before attach_device (set once, before the first device operation).
   const DeviceOps* device() const { return device_.load(std::memory_order_acquire); }
-  // Finishes the device records whose operations completed (the service thread calls it every tick).
+  // Finishes the device records whose operations completed (the service thread calls it every 5 ms while a device path is attached).
   void consume_device();
 
   const MonitorSetup& setup() const { return setup_; }

@@ -7,12 +7,13 @@
 // failed. Its times come from the device: the engine records a CUDA event before and after the kernels
 // (DeviceOpSource, implemented in gpu/gpu_monitor.cc; of small operations only a sample is timed, the others are
 // counted with their bytes and completion but no run time: kRecordUntimed), and the consumer — the monitor service
-// thread every tick, and the engine once more when it goes — finishes the records whose operation completed, in issue
+// thread every 5 ms, and the engine once more when it goes — finishes the records whose operation completed, in issue
 // order, with the start and end converted to this host's CLOCK_MONOTONIC, and updates the aggregates. Neither side
 // allocates or locks on the issuing path; consumers are serialized by a mutex the issuer never takes.
 //
 // The pending records are the ring's own slots: while `capacity` device operations are issued and not finished (the
-// GPU that far behind the host), a further one finds no free slot; it is counted (untracked()) and left out.
+// GPU that far behind the host, or more issued between two passes of the consumer than the ring holds), a further one
+// finds no free slot; it is counted (untracked()) and left out.
 // Non-goals: the straggler windows (host collectives only), device-side per-peer counters.
 #pragma once
 

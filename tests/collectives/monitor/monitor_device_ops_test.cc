@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -284,6 +285,39 @@ TEST(DeviceOps, TheExporterShowsTheDevicePathBesideTheHostPath) {
   EXPECT_EQ(m->device()->in_flight(), 0u);
   src->complete(3, done_at(0, 0));
   m->consume_device();  // detached: nothing left to consume, and no source to call
+  m->retire();
+}
+
+// Device operations issued faster than a 50 ms tick could finish them (one every 20 µs: 2,500 per 50 ms into a ring
+// of 1,024): the monitor's thread passes over a communicator's device records every 5 ms while it has a device path,
+// so (almost) none is left out; with the 50 ms tick more than half were.
+TEST(DeviceOps, TheMonitorsThreadKeepsUpWithDeviceOperationsIssuedFast) {
+  MonitorSetup setup;
+  setup.rank = 0;
+  setup.size = 2;
+  setup.comm = "dev-fast";
+  setup.transport = "shm";
+  setup.hosts = {"h", "h"};
+  setup.pids = {1, 2};
+  auto m = CommMonitor::create(setup);
+  ASSERT_TRUE(m);
+  auto src = std::make_shared<ScriptedSource>();
+  DeviceOps* d = m->attach_device(src, "cuda_ipc", 1024);
+  ASSERT_NE(d, nullptr);
+  constexpr uint64_t kOps = 8000;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (uint64_t s = 1; s <= kOps; ++s) {
+    d->commit(d->begin(all_reduce_of(64), DeviceAlgo::kDirect, s, 2, static_cast<int64_t>(10 * s)), Status(), 0);
+    src->complete(s, done_at(10 * s + 1, 10 * s + 2));  // the device is done at once
+    while (std::chrono::steady_clock::now() < t0 + std::chrono::microseconds(20 * s)) {
+    }
+  }
+  for (int i = 0; i < 400 && d->in_flight() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(d->in_flight(), 0u);
+  EXPECT_LT(d->untracked(), kOps / 20) << "of " << kOps << " device operations";
+  EXPECT_EQ(d->stats().cell(static_cast<int>(OpKind::kAllReduce), size_bucket(256)).count.load() + d->untracked(),
+            kOps);
+  m->detach_device();
   m->retire();
 }
 
