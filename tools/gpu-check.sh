@@ -60,7 +60,8 @@
 #              offline, then on CUDA tensors, 2 processes sharing GPU 0: Work semantics, the collectives matrix
 #              against Gloo, FSDP2 GPT-2-small training against Gloo, the point-to-point matrix (logs torch_*.txt).
 #   monitor    only with ZW_GPU_MONITOR=1 (best with ZW_GPU_SKIP=tests,memcheck,zero3,multiproc,reduce,offload,train):
-#              the monitoring's cost on this host's quiet CPUs (issue 23): zw_monitor_hook_bench, `ctest -L monitor`
+#              the monitoring's cost on this host's quiet CPUs (issue 23): zw_monitor_hook_bench, zw_monitor_ab (on
+#              against off paired in one process, 4 KiB all_gather and all_reduce, 2 and 4 ranks), `ctest -L monitor`
 #              (with zw_monitor_gpu_test: the device path's records from CUDA events on GPU 0), and
 #              bench/monitor/overhead.py (on/off paired back to back, 2 and 4 ranks over shm, all_gather and
 #              all_reduce: 4-256 KiB with 9 repetitions of 500 iterations, 1-64 MiB with 3 of 20; the metrics' busbw
@@ -369,10 +370,19 @@ stage_torch() {
 # a few (not measurable from 1 MiB). About 4 minutes on 16 quiet cores once the build stage ran.
 stage_monitor() {
   local worst=0
-  bounded 200 ninja -C "$BUILD" -k 0 zwrun zw_all_gather_perf zw_all_reduce_perf zw_monitor_hook_bench zw_monitor_probe \
-    zw_monitor_unit_test zw_monitor_comm_test zw_monitor_device_ops_test zw_monitor_gpu_test zw_store_endpoints \
+  bounded 200 ninja -C "$BUILD" -k 0 zwrun zw_all_gather_perf zw_all_reduce_perf zw_monitor_hook_bench zw_monitor_ab \
+    zw_monitor_probe zw_monitor_unit_test zw_monitor_comm_test zw_monitor_device_ops_test zw_monitor_gpu_test \
+    zw_store_endpoints \
     >"$LOG/monitor_build.txt" 2>&1 || { echo "   build FAILED:"; tail -15 "$LOG/monitor_build.txt"; return 1; }
   bounded 60 "$BUILD/bench/monitor/zw_monitor_hook_bench" | tee "$LOG/monitor.txt"
+  # On against off paired in one process (two communicators, the same buffers): no launch-to-launch variance.
+  local c n
+  for c in all_gather all_reduce; do
+    for n in 2 4; do
+      bounded 40 "$BUILD/tools/zwrun" -n "$n" -- "$BUILD/bench/monitor/zw_monitor_ab" -c "$c" -b 4K -r 41 2>&1 |
+        grep -v '^$' | tee -a "$LOG/monitor.txt"
+    done
+  done
   (cd "$BUILD" && bounded 150 ctest -L monitor -j2 --output-on-failure) >"$LOG/monitor_tests.txt" 2>&1 || worst=1
   grep -E "tests passed|Failed|Not Run|Skipped|\*\*\*" "$LOG/monitor_tests.txt" | head -20
   grep -E "^\[ *(OK|FAILED|SKIPPED) *\] MonitorGpu" "$LOG/monitor_tests.txt" | head -5

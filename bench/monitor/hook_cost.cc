@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   setup.store = zw::make_memory_store();  // the straggler window is filled as in a real communicator
   auto m = monitor::CommMonitor::create(setup);
   if (!m) {
-    std::fprintf(stderr, "monitoring is off (ZW_MONITOR=0?)\n");
+    std::fprintf(stderr, "the operation records could not be allocated (see the warning above)\n");
     return 1;
   }
   const OpDesc desc{OpKind::kAllGather, Algo::kRing, zw::DataType::kFloat32, zw::ReduceOp::kSum, 0, 1024};

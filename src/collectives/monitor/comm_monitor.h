@@ -42,8 +42,9 @@ struct MonitorSetup {
 
 class CommMonitor {
  public:
-  // The monitor of a new communicator, registered with the process's monitor service; null when ZW_MONITOR=0 or
-  // the records cannot be allocated (logged: the communicator works without them).
+  // The monitor of a new communicator, registered with the process's monitor service; null when the records cannot be
+  // allocated (logged: the communicator works without them). Whether to monitor at all is the caller's (the
+  // communicator's settings: CommConfig::monitor, else ZW_MONITOR).
   static std::shared_ptr<CommMonitor> create(MonitorSetup setup);
   ~CommMonitor();
 

@@ -6,6 +6,7 @@
 namespace zw::internal {
 
 void CommImpl::start_monitor(uint32_t generation) {
+  if (!settings_.monitor) return;
   monitor::MonitorSetup s;
   s.rank = rank_;
   s.size = size_;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/comm_impl.h"
 #include "collectives/monitor/monitor_service.h"
 #include "harness.h"
 
@@ -102,6 +103,27 @@ TEST(MonitorComm, OperationsAreCountedPerOpAndSizeWithBusBandwidth) {
   EXPECT_NE(jsons[0].find("\"comm\":\"mon-count\""), std::string::npos);
   EXPECT_NE(jsons[0].find("\"op\":\"all_gather\",\"algo\""), std::string::npos);
   EXPECT_NE(jsons[0].find("\"state\":\"done\""), std::string::npos);
+}
+
+// CommConfig::monitor turns monitoring off for one communicator (zw_monitor_ab pairs such a one with a monitored one):
+// no records, nothing in the endpoint's text, while a monitored communicator of the same process still counts.
+TEST(MonitorComm, ACommunicatorConfiguredWithoutMonitoringHasNone) {
+  CommConfig off, on;
+  off.name = "mon-off";
+  off.monitor = 0;
+  on.name = "mon-on";
+  on.monitor = 1;
+  for (const CommConfig& config : {off, on})
+    test::run_ranks(2, config, [&](int r, Communicator& c) {
+      std::vector<float> in(256, 1.0f), out(512);
+      auto w = all_gather(c, {MemRef::host(in.data(), 1024), MemRef::host(out.data(), 2048), 256, DataType::kFloat32});
+      ASSERT_TRUE(w.ok());
+      ASSERT_TRUE(w->wait().ok());
+      EXPECT_EQ(c.impl().monitor() != nullptr, config.monitor == 1) << config.name << " rank " << r;
+      const std::string text = MonitorService::instance().prometheus();
+      EXPECT_EQ(text.find("comm=\"" + config.name + "\"") != std::string::npos, config.monitor == 1)
+          << config.name << " rank " << r;
+    });
 }
 
 TEST(MonitorComm, AFailedOperationIsRecordedAsFailedWithItsCode) {

@@ -1,0 +1,137 @@
+// zw_monitor_ab — what monitoring costs the collectives themselves, without the launch-to-launch variance:
+// every rank holds two communicators over the same ranks, one with monitoring on and one off (CommConfig::monitor),
+// and times the same operation on the same buffers with each, round after round, alternating which goes first. A
+// round's overhead is its on/off − 1; printed are the median over the rounds with the quartiles, and the median times.
+// overhead.py compares separate launches with ZW_MONITOR=1 and =0, whose buffers land differently in memory, which
+// moves a 4 KiB operation by several percent either way; here one process and one set of buffers serve both sides.
+//   zwrun -n N -- zw_monitor_ab [-c all_gather|all_reduce] [-b BYTES] [-n ITERS] [-r ROUNDS] [-w WARMUP]
+// BYTES is nccl-tests' size (the all-gather's whole output, the all-reduce's buffer); each timing issues ITERS
+// operations back to back and waits for them all, as the nccl-tests-style benchmarks do; rank 0's times are printed.
+// The monitored side runs with the environment's monitoring knobs (the straggler window included).
+// Non-goals: device memory (zw_nccl_api_overhead -m device with ZW_MONITOR_DEVICE_SAMPLE), checking results (the
+// collectives tests do).
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zerowire/communicator.h"
+
+namespace {
+
+using zw::Communicator;
+using zw::Result;
+using zw::Work;
+
+struct Flags {
+  std::string coll = "all_gather";
+  std::string bytes = "4K";
+  int iters = 2000;
+  int rounds = 41;
+  int warmup = 200;
+};
+
+size_t parse_bytes(const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  const std::string unit = end ? end : "";
+  if (unit == "K" || unit == "k") v *= 1 << 10;
+  if (unit == "M" || unit == "m") v *= 1 << 20;
+  if (unit == "G" || unit == "g") v *= 1 << 30;
+  return static_cast<size_t>(v);
+}
+
+Result<Work> issue(Communicator& c, const Flags& f, const zw::CollectiveOptions& o) {
+  return f.coll == "all_gather" ? zw::all_gather(c, o) : zw::all_reduce(c, o);
+}
+
+// Mean µs per operation over `iters` issued back to back, after a barrier.
+Result<double> time_ops(Communicator& c, const Flags& f, const zw::CollectiveOptions& o, int iters) {
+  ZW_ASSIGN_OR_RETURN(Work b, zw::barrier(c));
+  ZW_TRY(b.wait());
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Work> works;
+  works.reserve(static_cast<size_t>(iters));
+  for (int i = 0; i < iters; ++i) {
+    ZW_ASSIGN_OR_RETURN(Work w, issue(c, f, o));
+    works.push_back(std::move(w));
+  }
+  for (const Work& w : works) ZW_TRY(w.wait());
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+}
+
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double at = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(at);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (at - static_cast<double>(lo));
+}
+
+int fail(const std::string& what, const zw::Status& s) {
+  std::fprintf(stderr, "zw_monitor_ab: %s: %s\n", what.c_str(), s.to_string().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f;
+  CLI::App app{"monitoring on against off on two communicators of the same ranks (paired rounds)"};
+  app.add_option("-c,--coll", f.coll, "all_gather or all_reduce")->check(CLI::IsMember({"all_gather", "all_reduce"}));
+  app.add_option("-b,--bytes", f.bytes, "nccl-tests size (e.g. 4K)");
+  app.add_option("-n,--iters", f.iters, "operations per timing")->check(CLI::PositiveNumber);
+  app.add_option("-r,--rounds", f.rounds, "paired rounds")->check(CLI::PositiveNumber);
+  app.add_option("-w,--warmup", f.warmup, "operations on each communicator before the rounds")
+      ->check(CLI::NonNegativeNumber);
+  CLI11_PARSE(app, argc, argv);
+
+  zw::CommConfig on_config, off_config;
+  on_config.name = "ab-on";
+  on_config.monitor = 1;
+  off_config.name = "ab-off";
+  off_config.monitor = 0;
+  auto on = Communicator::create_from_environment(on_config);
+  if (!on.ok()) return fail("the monitored communicator", on.status());
+  auto off = Communicator::create_from_environment(off_config);
+  if (!off.ok()) return fail("the unmonitored communicator", off.status());
+  Communicator& con = *on.value();
+  Communicator& coff = *off.value();
+  const int n = con.size();
+
+  const size_t bytes = parse_bytes(f.bytes);
+  const size_t count = f.coll == "all_gather" ? bytes / 4 / static_cast<size_t>(n) : bytes / 4;
+  if (count == 0) return fail("size", zw::Status(zw::Code::kInvalidArgument, "-b " + f.bytes + " is too small"));
+  const size_t in_bytes = count * 4, out_bytes = f.coll == "all_gather" ? in_bytes * static_cast<size_t>(n) : in_bytes;
+  std::vector<float> in(in_bytes / 4, 1.0f), out(out_bytes / 4, 0.0f);
+  zw::CollectiveOptions o{zw::MemRef::host(in.data(), in_bytes), zw::MemRef::host(out.data(), out_bytes), count,
+                          zw::DataType::kFloat32, zw::ReduceOp::kSum};
+
+  for (Communicator* c : {&con, &coff})
+    if (auto w = time_ops(*c, f, o, std::max(f.warmup, 1)); !w.ok()) return fail("warm-up", w.status());
+  std::vector<double> t_on, t_off, overhead;
+  for (int r = 0; r < f.rounds; ++r) {
+    double t[2] = {0, 0};  // on, off
+    for (int k = 0; k < 2; ++k) {
+      const bool monitored = (k == 0) == (r % 2 == 0);  // alternate which side goes first
+      auto us = time_ops(monitored ? con : coff, f, o, f.iters);
+      if (!us.ok()) return fail("round " + std::to_string(r), us.status());
+      t[monitored ? 0 : 1] = us.value();
+    }
+    t_on.push_back(t[0]);
+    t_off.push_back(t[1]);
+    overhead.push_back(t[0] / t[1] - 1);
+  }
+  if (con.rank() == 0)
+    std::printf(
+        "%s %zu B, %d ranks, %s, %d paired rounds of %d: off %.3f us, on %.3f us (medians); overhead median "
+        "%+.2f %% [quartiles %+.2f, %+.2f]\n",
+        f.coll.c_str(), f.coll == "all_gather" ? out_bytes : in_bytes, n, con.transport_name(), f.rounds, f.iters,
+        quantile(t_off, 0.5), quantile(t_on, 0.5), 100 * quantile(overhead, 0.5), 100 * quantile(overhead, 0.25),
+        100 * quantile(overhead, 0.75));
+  return 0;
+}
