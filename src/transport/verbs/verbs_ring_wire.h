@@ -86,7 +86,15 @@ inline RingSlot peek_ring_slot(const std::byte* slot, uint64_t seq, RingHeader* 
   if (header->seq32 != static_cast<uint32_t>(seq)) return RingSlot::kNotReady;
   if (header->size > Message::kMaxControl) return RingSlot::kOversize;  // a torn header has a smaller size
   *used = kHeaderBytes + ring_padded(header->size);
-  return ring_load_acquire(slot + *used) == ring_check(slot, *used, seq) ? RingSlot::kReady : RingSlot::kNotReady;
+  const uint64_t check = ring_load_acquire(slot + *used);
+  if (check != ring_check(slot, *used, seq)) return RingSlot::kNotReady;
+  // The header copied above may predate the rest of the write: the sequence number can land before the fields after
+  // it (Soft-RoCE delivered a notify of 0, the zeroed slot's, with the right seq32 and a matching check word). The
+  // check word matched the bytes as they are now, which nothing changes until the slot is consumed: read them again.
+  std::memcpy(header, slot, kHeaderBytes);
+  return header->seq32 == static_cast<uint32_t>(seq) && kHeaderBytes + ring_padded(header->size) == *used
+             ? RingSlot::kReady
+             : RingSlot::kNotReady;
 }
 
 // What the body of a ready slot holds (decode_ring_body).
