@@ -14,11 +14,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/knobs.h"
 #include "zerowire/communicator.h"
 
 namespace {
@@ -34,16 +34,6 @@ struct Flags {
   int rounds = 41;
   int warmup = 200;
 };
-
-size_t parse_bytes(const std::string& s) {
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  const std::string unit = end ? end : "";
-  if (unit == "K" || unit == "k") v *= 1 << 10;
-  if (unit == "M" || unit == "m") v *= 1 << 20;
-  if (unit == "G" || unit == "g") v *= 1 << 30;
-  return static_cast<size_t>(v);
-}
 
 Result<Work> issue(Communicator& c, const Flags& f, const zw::CollectiveOptions& o) {
   return f.coll == "all_gather" ? zw::all_gather(c, o) : zw::all_reduce(c, o);
@@ -103,7 +93,10 @@ int main(int argc, char** argv) {
   Communicator& coff = *off.value();
   const int n = con.size();
 
-  const size_t bytes = parse_bytes(f.bytes);
+  int64_t parsed = 0;
+  if (!zw::parse_bytes(f.bytes, &parsed) || parsed <= 0)
+    return fail("size", zw::Status(zw::Code::kInvalidArgument, "-b " + f.bytes + " is not a size (e.g. 4K, 1M)"));
+  const size_t bytes = static_cast<size_t>(parsed);
   const size_t count = f.coll == "all_gather" ? bytes / 4 / static_cast<size_t>(n) : bytes / 4;
   if (count == 0) return fail("size", zw::Status(zw::Code::kInvalidArgument, "-b " + f.bytes + " is too small"));
   const size_t in_bytes = count * 4, out_bytes = f.coll == "all_gather" ? in_bytes * static_cast<size_t>(n) : in_bytes;

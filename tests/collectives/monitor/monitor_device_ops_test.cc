@@ -52,6 +52,18 @@ DeviceCompletion seen_done_at(uint64_t seen) {
 
 RingIdentity who() { return RingIdentity{1, 2, 0, "hostx", "dev-comm", "cuda_ipc"}; }
 
+// A monitor's setup as rank 0 of a 2-rank communicator named `comm` over shm.
+MonitorSetup rank0_of_two(const std::string& comm) {
+  MonitorSetup setup;
+  setup.rank = 0;
+  setup.size = 2;
+  setup.comm = comm;
+  setup.transport = "shm";
+  setup.hosts = {"h", "h"};
+  setup.pids = {1, 2};
+  return setup;
+}
+
 OpDesc all_reduce_of(uint64_t count) {
   return OpDesc{OpKind::kAllReduce, Algo::kRing, DataType::kFloat32, ReduceOp::kSum, 0, count};
 }
@@ -107,14 +119,7 @@ TEST(DeviceOps, RecordsFinishInIssueOrderWithTheDevicesTimes) {
 // An operation without a run time counts in the operations and bytes, not in the time, the bandwidth or the latency
 // histogram, and its record says it was not timed.
 TEST(DeviceOps, AnUntimedOperationIsCountedWithoutARunTime) {
-  MonitorSetup setup;
-  setup.rank = 0;
-  setup.size = 2;
-  setup.comm = "dev-untimed";
-  setup.transport = "shm";
-  setup.hosts = {"h", "h"};
-  setup.pids = {1, 2};
-  auto m = CommMonitor::create(setup);
+  auto m = CommMonitor::create(rank0_of_two("dev-untimed"));
   ASSERT_TRUE(m);
   auto src = std::make_shared<ScriptedSource>();
   DeviceOps* d = m->attach_device(src, "cuda_ipc", 16);
@@ -239,14 +244,7 @@ TEST(DeviceOps, AConsumerRacingTheIssuerFinishesEveryOperationOnce) {
 }
 
 TEST(DeviceOps, TheExporterShowsTheDevicePathBesideTheHostPath) {
-  MonitorSetup setup;
-  setup.rank = 0;
-  setup.size = 2;
-  setup.comm = "dev-export";
-  setup.transport = "shm";
-  setup.hosts = {"h", "h"};
-  setup.pids = {1, 2};
-  auto m = CommMonitor::create(setup);
+  auto m = CommMonitor::create(rank0_of_two("dev-export"));
   ASSERT_TRUE(m);
   auto src = std::make_shared<ScriptedSource>();
   DeviceOps* d = m->attach_device(src, "cuda_ipc", 16);
@@ -292,14 +290,7 @@ TEST(DeviceOps, TheExporterShowsTheDevicePathBesideTheHostPath) {
 // of 1,024): the monitor's thread passes over a communicator's device records every 5 ms while it has a device path,
 // so (almost) none is left out; with the 50 ms tick more than half were.
 TEST(DeviceOps, TheMonitorsThreadKeepsUpWithDeviceOperationsIssuedFast) {
-  MonitorSetup setup;
-  setup.rank = 0;
-  setup.size = 2;
-  setup.comm = "dev-fast";
-  setup.transport = "shm";
-  setup.hosts = {"h", "h"};
-  setup.pids = {1, 2};
-  auto m = CommMonitor::create(setup);
+  auto m = CommMonitor::create(rank0_of_two("dev-fast"));
   ASSERT_TRUE(m);
   auto src = std::make_shared<ScriptedSource>();
   DeviceOps* d = m->attach_device(src, "cuda_ipc", 1024);
