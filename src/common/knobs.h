@@ -60,7 +60,7 @@ struct Knobs {
   std::string cuda_gelu_fusion; // ZW_CUDA_GELU_FUSION: both, forward or none (the MLP's GELU in cuBLASLt epilogues)
   int64_t monitor;              // ZW_MONITOR: 1 = every operation leaves a record and updates the metrics
   int64_t monitor_records;      // ZW_MONITOR_RECORDS: records kept per communicator (ring size)
-  int64_t monitor_device_sample; // ZW_MONITOR_DEVICE_SAMPLE: device operations under 1 MiB timed one in this many
+  int64_t monitor_device_sample; // ZW_MONITOR_DEVICE_SAMPLE: device operations under 1 MiB (any size at world size 1) timed one in this many
   std::string flight_dir;       // ZW_FLIGHT_DIR: directory where each communicator's records live in a mapped file
   int64_t metrics_port;         // ZW_METRICS_PORT: base port of the Prometheus endpoint (0 = off; + local rank)
   std::string metrics_addr;     // ZW_METRICS_ADDR: address the endpoint binds

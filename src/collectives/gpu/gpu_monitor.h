@@ -13,7 +13,8 @@
 //
 // Sampling: recording a timing-enabled event costs ~1.8 µs of host time on an H200 host (0.34 µs without timing;
 // docs/PERF.md, zw_cuda_issue_cost), two per operation, against 5-8 µs for the whole call at world size 1. So only
-// operations of 1 MiB or more, and one in every ZW_MONITOR_DEVICE_SAMPLE (16) smaller ones, are timed; the others
+// operations of 1 MiB or more between two or more ranks, and one in every ZW_MONITOR_DEVICE_SAMPLE (16) others, are
+// timed (at world size 1 nothing crosses a link: an operation is a local copy or, in place, nothing); the others
 // record no event of their own: their completion is the Work's completion event, which the record holds until the
 // consumer sees it complete, and they are counted (bytes, status, completion) without a run time (kRecordUntimed).
 //
@@ -97,7 +98,8 @@ class GpuOpRecorder {
   size_t begin(const OpDesc& desc, monitor::DeviceAlgo algo, uint64_t seq, int world_size, int64_t enqueue_ns) {
     if (!ops_) return monitor::DeviceOps::kNoSlot;
     const size_t slot = ops_->begin(desc, algo, seq, world_size, enqueue_ns);
-    if (slot != monitor::DeviceOps::kNoSlot) timer_->set_timed(slot, sampled(monitor::op_bytes(desc, world_size)));
+    if (slot != monitor::DeviceOps::kNoSlot)
+      timer_->set_timed(slot, sampled(world_size > 1 ? monitor::op_bytes(desc, world_size) : 0));
     return slot;
   }
   Status mark_start(size_t slot, cudaStream_t stream) {
@@ -116,7 +118,8 @@ class GpuOpRecorder {
   static constexpr uint64_t kAlwaysTimedBytes = 1 << 20;
 
  private:
-  // Whether an operation of `bytes` is timed: from kAlwaysTimedBytes always, below that the first of every sample_.
+  // Whether an operation of `bytes` is timed: from kAlwaysTimedBytes always, below that the first of every sample_
+  // (world size 1 passes 0: every size is sampled).
   bool sampled(uint64_t bytes) {
     if (bytes >= kAlwaysTimedBytes) return true;
     const bool timed = small_ == 0;

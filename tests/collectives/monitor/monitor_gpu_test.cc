@@ -3,8 +3,8 @@
 // record in the communicator's device records — op, bytes, path "device", state done, enqueue <= start <= end within
 // the time the host saw the calls take, a run time that fits inside that span — whether its Work was waited on or
 // dropped (the stream synchronized instead), and be counted in the aggregates under transport "cuda_ipc". Operations
-// under 1 MiB are timed one in ZW_MONITOR_DEVICE_SAMPLE: the others' records say so and hold the time their completion
-// was seen. Operations two ranks issue differently are recorded as failed with the desync code. Skips with "no CUDA
+// under 1 MiB (any size at world size 1) are timed one in ZW_MONITOR_DEVICE_SAMPLE: the others' records say so and hold
+// the time their completion was seen. Operations two ranks issue differently are recorded as failed with the desync code. Skips with "no CUDA
 // device" without a GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -77,13 +77,14 @@ Result<Work> issue(Communicator& c, const Rank& m, const Op& op) {
   }
 }
 
-// Runs body(rank, comm, memory) on kRanks threads on GPU 0; returns each rank's failure text ("" when none).
+// Runs body(rank, comm, memory) on `ranks` threads on GPU 0; returns each rank's failure text ("" when none).
 std::vector<std::string> run_on_gpu(const std::string& name,
-                                    const std::function<std::string(int, Communicator&, Rank&)>& body) {
+                                    const std::function<std::string(int, Communicator&, Rank&)>& body,
+                                    int ranks = kRanks) {
   auto store = make_memory_store();
-  std::vector<std::string> failures(kRanks);
+  std::vector<std::string> failures(static_cast<size_t>(ranks));
   std::vector<std::thread> threads;
-  for (int r = 0; r < kRanks; ++r)
+  for (int r = 0; r < ranks; ++r)
     threads.emplace_back([&, r] {
       Rank m;
       if (cudaSetDevice(0) != cudaSuccess ||
@@ -96,7 +97,7 @@ std::vector<std::string> run_on_gpu(const std::string& name,
       CommConfig config;
       config.name = name;
       config.timeout_s = 20;
-      auto comm = Communicator::create(store, r, kRanks, config);
+      auto comm = Communicator::create(store, r, ranks, config);
       failures[r] = comm.ok() ? body(r, *comm.value(), m) : comm.status().to_string();
       if (comm.ok()) comm.value().reset();  // the engine (and its device records' source) goes before the buffers
       cudaFree(m.in);
@@ -118,27 +119,29 @@ bool all_finished(const CommMonitor& m) {
   return false;
 }
 
-// Whether the engine times each of `ops` (gpu_monitor.h): from 1 MiB always, below the first of every sample.
-std::vector<bool> timed_ops(const std::vector<Op>& ops) {
+// Whether the engine times each of `ops` (gpu_monitor.h): between ranks from 1 MiB always, below (and at world size 1,
+// every size) the first of every sample.
+std::vector<bool> timed_ops(const std::vector<Op>& ops, int ranks = kRanks) {
   const uint64_t sample = static_cast<uint64_t>(std::max<int64_t>(knobs().monitor_device_sample, 1));
   std::vector<bool> timed;
   uint64_t small = 0;
   for (const Op& op : ops) {
     const uint64_t per_rank = op.count * 4;
     const uint64_t bytes =
-        op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter ? per_rank * kRanks : per_rank;
-    timed.push_back(bytes >= (1u << 20) || small++ % sample == 0);
+        op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter ? per_rank * ranks : per_rank;
+    timed.push_back((ranks > 1 && bytes >= (1u << 20)) || small++ % sample == 0);
   }
   return timed;
 }
 
-std::string check_records(const CommMonitor& m, const std::vector<Op>& ops, uint64_t t_begin, uint64_t t_end) {
+std::string check_records(const CommMonitor& m, const std::vector<Op>& ops, uint64_t t_begin, uint64_t t_end,
+                          int ranks = kRanks) {
   const DeviceOps* d = m.device();
   if (d == nullptr) return "no device records";
   std::vector<OpFields> recs = d->ring().snapshot();
   if (recs.size() != ops.size())
     return std::to_string(recs.size()) + " device records for " + std::to_string(ops.size()) + " operations";
-  const std::vector<bool> timed = timed_ops(ops);
+  const std::vector<bool> timed = timed_ops(ops, ranks);
   const uint64_t checked = now_ns();
   uint64_t run_total = 0;
   for (size_t i = 0; i < recs.size(); ++i) {
@@ -146,7 +149,7 @@ std::string check_records(const CommMonitor& m, const std::vector<Op>& ops, uint
     const std::string at = "record " + std::to_string(i) + " (" + internal::monitor::record_json(f) + "): ";
     const size_t per_rank = ops[i].count * 4;
     const uint64_t want_bytes =
-        ops[i].kind == OpKind::kAllGather || ops[i].kind == OpKind::kReduceScatter ? per_rank * kRanks : per_rank;
+        ops[i].kind == OpKind::kAllGather || ops[i].kind == OpKind::kReduceScatter ? per_rank * ranks : per_rank;
     if (f.seq != i + 1 || f.kind != static_cast<uint8_t>(ops[i].kind) || f.bytes != want_bytes ||
         f.count != ops[i].count)
       return at + "not the operation issued";
@@ -285,6 +288,38 @@ TEST(MonitorGpu, OperationsIssuedFasterThanTheTickAreStillRecorded) {
     return "";
   });
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
+}
+
+// At world size 1 nothing crosses a link (a local copy, or nothing in place): large operations are sampled like small
+// ones, so that an in-place no-op does not pay two timing events. Every one is still counted with its bytes.
+TEST(MonitorGpu, AtWorldSizeOneEverySizeIsSampled) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  std::vector<Op> ops;
+  for (int i = 0; i < 20; ++i) ops.push_back(Op{i % 2 ? OpKind::kAllReduce : OpKind::kAllGather, 1 << 20, i % 3 == 0});
+  const std::vector<bool> timed = timed_ops(ops, 1);
+  if (knobs().monitor_device_sample > 1) {
+    ASSERT_LT(std::count(timed.begin(), timed.end(), true), 20);
+  }
+  auto failures = run_on_gpu(
+      "mon-gpu-alone",
+      [&](int, Communicator& c, Rank& m) -> std::string {
+        std::vector<Work> kept;
+        const uint64_t t0 = now_ns();
+        for (const Op& op : ops) {
+          auto w = issue(c, m, op);
+          if (!w.ok()) return "issue: " + w.status().to_string();
+          if (op.wait) kept.push_back(std::move(w.value()));
+        }
+        if (cudaStreamSynchronize(m.stream) != cudaSuccess) return "cudaStreamSynchronize failed";
+        for (Work& w : kept)
+          if (Status s = w.wait(std::chrono::seconds(20)); !s.ok()) return "wait: " + s.to_string();
+        const uint64_t t1 = now_ns();
+        const auto& mon = c.impl().monitor();
+        if (!mon || !all_finished(*mon)) return "device records still in flight after 5 s";
+        return check_records(*mon, ops, t0, t1, 1);
+      },
+      1);
+  EXPECT_EQ(failures[0], "");
 }
 
 TEST(MonitorGpu, AnOperationTheRanksIssuedDifferentlyIsRecordedFailed) {
