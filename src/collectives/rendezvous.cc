@@ -171,21 +171,26 @@ Status Rendezvous::wait_for(int peer, const char* what, uint64_t tag, Predicate 
   int idle_rounds = 0;
   waiting_peer_ = peer;
   waiting_what_ = what;
-  Clock::time_point blocked_from{};
+  uint64_t blocked_from = 0;
+  uint64_t idle_until = 0;  // when the transport's last wait last found nothing (0: unknown, read the clock)
   if (blocked_ns) *blocked_ns = 0;
   for (;;) {
     ZW_TRY(pump());
     if (done()) {
-      if (blocked_ns && blocked_from != Clock::time_point{})
-        *blocked_ns = static_cast<uint64_t>(std::max<int64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - blocked_from).count(), 1));
+      if (blocked_ns && blocked_from != 0) {
+        const uint64_t until = idle_until != 0 ? idle_until : now_ns();
+        *blocked_ns = until > blocked_from ? until - blocked_from : 1;
+      }
       return Status();
     }
     if (interrupted_.load(std::memory_order_acquire))
       return Status(Code::kAborted, "interrupted while waiting for " + std::string(what) + " from " + describe(peer) +
                                         ": " + interrupt_reason_);
     auto now = Clock::now();
-    if (blocked_from == Clock::time_point{}) blocked_from = now;
+    if (blocked_ns && blocked_from == 0)
+      blocked_from = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
+    idle_until = 0;
     if (peer == rank_ || !state_[peer].error.ok()) ZW_TRY(check_peer(peer));
     if (deadline_.expired()) {
       char secs[32];
@@ -206,6 +211,7 @@ Status Rendezvous::wait_for(int peer, const char* what, uint64_t tag, Predicate 
     }
     auto sleep = std::min<std::chrono::nanoseconds>(deadline_.remaining(), kMaxSleep);
     transport_.wait_for_activity(std::chrono::duration_cast<std::chrono::microseconds>(sleep));
+    if (blocked_ns) idle_until = transport_.last_idle_ns();
   }
 }
 

@@ -201,8 +201,9 @@ class Rendezvous {
     state_[peer].seen_seq = seq;
     state_[peer].seen_desc = desc;
   }
-  // Pumps until done(). With `blocked_ns`, how long it waited once a pump had not brought it (0: it had; the clock is
-  // read only then: data already there costs no clock read).
+  // Pumps until done(). With `blocked_ns`, how long it waited once a pump had not brought it (0: it had: data already
+  // there costs no clock read). The span ends at the transport's last look that found nothing (last_idle_ns) where it
+  // knows it, so that the wait's end costs no clock read either; else at a clock read.
   Status wait_for(int peer, const char* what, uint64_t tag, Predicate done, bool local = false,
                   uint64_t* blocked_ns = nullptr);
   Status check_peer(int peer);

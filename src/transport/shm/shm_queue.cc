@@ -318,22 +318,25 @@ bool ShmSegment::any_pending() const {
 
 constexpr uint64_t kHotPollNs = 5000;
 
-void ShmSegment::wait(std::chrono::microseconds timeout, int64_t spin_us) {
+uint64_t ShmSegment::wait(std::chrono::microseconds timeout, int64_t spin_us) {
   const uint64_t start = now_ns();
   const uint64_t total_ns = static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 0)) * 1000;
   const uint64_t spin_ns = std::min<uint64_t>(static_cast<uint64_t>(std::max<int64_t>(spin_us, 0)) * 1000, total_ns);
   // A peer running on another core answers within a few microseconds: poll hot for that long, then yield.
   const uint64_t hot_ns = oversubscribed_ ? 0 : std::min<uint64_t>(kHotPollNs, spin_ns);
+  uint64_t looked = start;  // the clock as of the last look that found nothing
   do {
-    if (any_pending()) return;
+    if (any_pending()) return looked;
     _mm_pause();
-  } while (now_ns() - start < hot_ns);
+    looked = now_ns();
+  } while (looked - start < hot_ns);
   do {
-    if (any_pending()) return;
+    if (any_pending()) return looked;
     sched_yield();
-  } while (now_ns() - start < spin_ns);
-  uint64_t elapsed = now_ns() - start;
-  if (elapsed >= total_ns) return;
+    looked = now_ns();
+  } while (looked - start < spin_ns);
+  const uint64_t elapsed = looked - start;
+  if (elapsed >= total_ns) return looked;
   SegmentHeader* h = header();
   uint32_t seq = shared(h->doorbell).load(std::memory_order_seq_cst);
   shared(h->sleeping).store(1, std::memory_order_seq_cst);
@@ -342,8 +345,10 @@ void ShmSegment::wait(std::chrono::microseconds timeout, int64_t spin_us) {
     uint64_t left = total_ns - elapsed;
     timespec ts{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
     futex(&h->doorbell, FUTEX_WAIT, seq, &ts);  // EAGAIN (rung meanwhile), EINTR, ETIMEDOUT: all mean "look"
+    looked = now_ns();  // woken: what rang is at most a wake-up old
   }
   shared(h->sleeping).store(0, std::memory_order_seq_cst);
+  return looked;
 }
 
 int reclaim_shm_segments_of(const std::vector<int>& pids) {

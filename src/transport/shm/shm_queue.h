@@ -158,8 +158,9 @@ class ShmSegment {
   // its core for the whole spin (measured: 4 KiB all-gather 1–2 ms with a 1 ms pause-spin on a loaded 2-core
   // VM, ~20 µs yielding). When the world's ranks outnumber this process's CPUs the hot poll is skipped: the
   // rank that would end the wait may be the one waiting for this CPU (measured: 4 ranks on 2 cores, 4 KiB
-  // all-gather).
-  void wait(std::chrono::microseconds timeout, int64_t spin_us);
+  // all-gather). Returns when it last looked and found nothing (zw::now_ns; read after a sleep on the futex), which
+  // precedes what ended the wait by at most one poll.
+  uint64_t wait(std::chrono::microseconds timeout, int64_t spin_us);
   // Messages endpoints drained from rings into local backlogs (process-local, not in shared memory).
   std::atomic<int64_t>& backlog() { return backlog_; }
 

@@ -77,9 +77,10 @@ Result<std::unique_ptr<MemoryRegion>> ShmTransport::register_memory(MemRef mem) 
 void ShmTransport::wait_for_activity(std::chrono::microseconds timeout) {
   if (!segment_) {
     std::this_thread::sleep_for(timeout);
+    last_idle_ns_ = 0;
     return;
   }
-  segment_->wait(timeout, knobs().shm_spin_us);
+  last_idle_ns_ = segment_->wait(timeout, knobs().shm_spin_us);
 }
 
 bool ShmTransport::peer_known_dead(int peer_rank, std::string* why) {

@@ -35,6 +35,7 @@ class ShmTransport final : public Transport {
   Result<std::unique_ptr<Endpoint>> connect(int peer_rank, const std::string& address) override;
   Result<std::unique_ptr<MemoryRegion>> register_memory(MemRef mem) override;
   void wait_for_activity(std::chrono::microseconds timeout) override;
+  uint64_t last_idle_ns() const override { return last_idle_ns_; }
   bool peer_known_dead(int peer_rank, std::string* why) override;
 
  private:
@@ -43,6 +44,7 @@ class ShmTransport final : public Transport {
   TransportOptions options_;                      // rank, world size, job id
   Caps caps_;                                     // what this backend can do
   std::shared_ptr<ShmSegment> segment_;           // our inbound rings; created by listen()
+  uint64_t last_idle_ns_ = 0;                     // what the last wait() returned (last_idle_ns)
   std::string address_;                           // what listen() returned
   std::vector<std::optional<ShmAddress>> peers_;  // addresses given to connect(), by rank
 };
