@@ -44,6 +44,7 @@ std::shared_ptr<CommMonitor> CommMonitor::create(MonitorSetup setup) {
     return nullptr;
   }
   m->ring_ = std::move(ring.value());
+  m->help_at_ = std::max<uint64_t>(m->ring_->capacity() / 2, 1);
   if (!file.empty()) ZW_INFO(kColl, "flight recorder of communicator '%s': %s", s.comm.c_str(), file.c_str());
   if (k.straggler_window > 0 && s.size > 1 && s.store) {
     m->window_ = std::min(static_cast<size_t>(k.straggler_window), kMaxWindow);
@@ -71,22 +72,20 @@ std::string CommMonitor::endpoint_key(int rank) { return "monitor/endpoint/" + s
 
 CommMonitor::~CommMonitor() = default;
 
-// The two hooks run on every operation's path: `hot` puts them in .text.hot beside the compiler's other hot code. In
-// the 4 KiB all-gather benchmark their code otherwise shared L1 instruction-cache sets with the collective's own path
-// (callgrind --cache-sim, world size 1: 11 I1 misses per operation with monitoring on, none off; none with `hot`).
+// The two hooks run on every operation's path: they write the record and nothing else (see the threading note in
+// comm_monitor.h). `hot` puts them in .text.hot beside the compiler's other hot code: in the 4 KiB all-gather benchmark
+// their code otherwise shared L1 instruction-cache sets with the collective's own path (callgrind --cache-sim, world
+// size 1: 11 I1 misses per operation with monitoring on, none off; none with `hot`).
 __attribute__((hot)) void CommMonitor::on_start(const OpDesc& desc, uint64_t seq, int64_t enqueue_ns, int64_t start_ns,
                                                 PathKind path) {
-  start_ns_ = static_cast<uint64_t>(start_ns);
   seq_ = seq;
-  desc_ = desc;
-  bytes_ = op_bytes(desc, setup_.size);
   OpFields f;
   f.seq = seq;
   f.coll_index = is_p2p(desc.kind) ? 0 : coll_index_++;
-  f.bytes = bytes_;
+  f.bytes = op_bytes(desc, setup_.size);
   f.count = desc.count;
   f.enqueue_ns = static_cast<uint64_t>(enqueue_ns);
-  f.start_ns = start_ns_;
+  f.start_ns = static_cast<uint64_t>(start_ns);
   f.kind = static_cast<uint8_t>(desc.kind);
   f.algo = static_cast<uint8_t>(desc.algo);
   f.dtype = static_cast<uint8_t>(desc.dtype);
@@ -98,30 +97,80 @@ __attribute__((hot)) void CommMonitor::on_start(const OpDesc& desc, uint64_t seq
 
 __attribute__((hot)) void CommMonitor::on_finish(const Status& status, int64_t end_ns) {
   if (record_ == UINT64_MAX) return;
-  const uint64_t end = static_cast<uint64_t>(end_ns);
-  const uint64_t ns = end > start_ns_ ? end - start_ns_ : 0;
   const bool failed = !status.ok();
-  ring_->finish(record_, end, failed ? OpState::kFailed : OpState::kDone, static_cast<uint16_t>(status.code()));
+  ring_->finish(record_, static_cast<uint64_t>(end_ns), failed ? OpState::kFailed : OpState::kDone,
+                static_cast<uint16_t>(status.code()));
   finished_seq_.store(seq_, std::memory_order_relaxed);
+  const uint64_t uncounted = record_ + 1 - counted_.load(std::memory_order_relaxed);
   record_ = UINT64_MAX;
-  stats_.add(desc_.kind, desc_.algo, bytes_, ns, failed);
-  if (failed) {
-    if (!failed_) ring_->mark_failed(status.message());
+  if (failed && !failed_) {
+    ring_->mark_failed(status.message());
     failed_ = true;
+  }
+  if (uncounted >= help_at_) help_aggregate();
+}
+
+// The counting is behind by half the ring (the monitor's thread held off, or slower than a writer of sub-100 ns
+// operations): count now, after the counting in progress if any. Records are then never overwritten uncounted: a
+// counting in progress ends within one ring's records, and this writer writes none meanwhile.
+__attribute__((noinline, cold)) void CommMonitor::help_aggregate() { aggregate(); }
+
+void CommMonitor::aggregate() const {
+  std::lock_guard<std::mutex> lock(count_mutex_);
+  aggregate_locked();
+}
+
+void CommMonitor::aggregate_locked() const {
+  const uint64_t written = ring_->header().written.load(std::memory_order_acquire);
+  const uint64_t capacity = ring_->capacity();
+  uint64_t i = counted_.load(std::memory_order_relaxed);
+  if (written - i > capacity) {  // overwritten before they were counted
+    lost_.fetch_add(written - capacity - i, std::memory_order_relaxed);
+    i = written - capacity;
+  }
+  for (; i < written; ++i) {
+    OpFields f;
+    const RecordRing::Read r = ring_->read_finished(i, &f);
+    if (r == RecordRing::Read::kUnfinished) break;  // the running operation (records finish in order)
+    if (r == RecordRing::Read::kGone)
+      lost_.fetch_add(1, std::memory_order_relaxed);
+    else
+      count(f);
+  }
+  counted_.store(i, std::memory_order_release);
+}
+
+// One finished record into the aggregates and, for a collective, its run time into the straggler window.
+void CommMonitor::count(const OpFields& f) const {
+  const OpKind kind = static_cast<OpKind>(f.kind);
+  const bool failed = f.state == static_cast<uint8_t>(OpState::kFailed);
+  const uint64_t ns = f.end_ns > f.start_ns ? f.end_ns - f.start_ns : 0;
+  stats_.add(kind, static_cast<Algo>(f.algo), f.bytes, ns, failed);
+  if (window_ == 0 || is_p2p(kind) || windows_stopped_) return;
+  if (failed) {
+    windows_stopped_ = true;
     return;
   }
-  if (window_ == 0 || is_p2p(desc_.kind) || failed_) return;
-  runs_[cur_ * window_ + fill_] = static_cast<uint32_t>(std::min<uint64_t>(ns / 1000, UINT32_MAX));
-  if (++fill_ == window_) window_done();
+  const uint64_t window = f.coll_index / window_;
+  const size_t at = static_cast<size_t>(f.coll_index % window_);
+  if (at == 0) {
+    filling_ = window;
+    fill_ = 0;
+  }
+  if (window != filling_ || at != fill_) {  // a record of this window was lost: wait for the next one
+    fill_ = SIZE_MAX;
+    return;
+  }
+  runs_[cur_ * window_ + at] = static_cast<uint32_t>(std::min<uint64_t>(ns / 1000, UINT32_MAX));
+  if (++fill_ == window_) window_done(window);
 }
 
 // Hands a full buffer to the service thread (or drops the window when the service has not taken the last one).
-void CommMonitor::window_done() {
+void CommMonitor::window_done(uint64_t window) const {
   fill_ = 0;
-  const uint64_t index = windows_filled_++;
   if (ready_.load(std::memory_order_acquire) >= 0) return;  // dropped: rank 0 skips it after kSkipAfter
   ready_buf_ = cur_;
-  ready_.store(static_cast<int64_t>(index), std::memory_order_release);
+  ready_.store(static_cast<int64_t>(window), std::memory_order_release);
   cur_ ^= 1;
 }
 
@@ -144,8 +193,13 @@ std::string CommMonitor::window_key(uint64_t window, int rank) const {
   return "monitor/straggler/" + std::to_string(window) + "/" + std::to_string(rank);
 }
 
-void CommMonitor::service_tick() {
+void CommMonitor::catch_up() {
+  aggregate();
   if (device() != nullptr) consume_device();
+}
+
+void CommMonitor::service_tick() {
+  catch_up();
   if (window_ == 0) return;
   const int64_t ready = ready_.load(std::memory_order_acquire);
   if (ready >= 0) {

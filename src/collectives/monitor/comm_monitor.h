@@ -4,7 +4,10 @@
 // the straggler exchange from its own thread.
 //
 // Threading: on_start/on_finish are called by the holder of the communicator's run token (one at a time, ordered
-// by the communicator's mutex); on_enqueue by any issuing thread; they allocate nothing and take no lock.
+// by the communicator's mutex); on_enqueue by any issuing thread; they allocate nothing and take no lock. They write
+// the record only: the aggregates and the straggler window are counted from the finished records by aggregate(),
+// which the monitor's thread calls every 5 ms and readers call before they read (the path of a 4 KiB operation is
+// ~2 µs: 1 % is 20 ns). Should the records not counted fill half the ring, the writer counts them itself.
 // Readers (snapshot functions) may run on any thread. service_tick() is called by the service thread only.
 // Device-memory operations of the node-local GPU path have their own records and aggregates (device_ops.h): the
 // engine attaches them at its creation and detaches them when it goes.
@@ -66,12 +69,22 @@ class CommMonitor {
   void detach_device();
   // The device path's records, or null before attach_device (set once, before the first device operation).
   const DeviceOps* device() const { return device_.load(std::memory_order_acquire); }
-  // Finishes the device records whose operations completed (the service thread calls it every 5 ms while a device path is attached).
+  // Finishes the device records whose operations completed.
   void consume_device();
+  // The monitor's thread, every 5 ms: aggregate(), and consume_device() when a device path is attached.
+  void catch_up();
 
   const MonitorSetup& setup() const { return setup_; }
   const RecordRing& ring() const { return *ring_; }
-  const OpStats& stats() const { return stats_; }
+  // The aggregates, brought up to date with the records finished so far.
+  const OpStats& stats() const {
+    aggregate();
+    return stats_;
+  }
+  // Counts the records finished since the last call into the aggregates and the straggler window (any thread).
+  void aggregate() const;
+  // Records overwritten before they were counted: 0 (the writer counts them itself first); a check for tests.
+  uint64_t records_lost() const { return lost_.load(std::memory_order_relaxed); }
   // Per-peer counters, updated by the communicator's rendezvous (Rendezvous::set_peer_links).
   PeerLinks& links() { return links_; }
   const PeerLinks& links() const { return links_; }
@@ -91,7 +104,10 @@ class CommMonitor {
  private:
   explicit CommMonitor(MonitorSetup setup) : setup_(std::move(setup)), links_(setup_.size) {}
   void publish_endpoint();
-  void window_done();
+  void help_aggregate();
+  void aggregate_locked() const;
+  void count(const OpFields& f) const;
+  void window_done(uint64_t window) const;
   void judge_ready_windows();
   std::string window_key(uint64_t window, int rank) const;
 
@@ -103,25 +119,29 @@ class CommMonitor {
   std::atomic<DeviceOps*> device_{nullptr};
   std::mutex device_mutex_;
   std::shared_ptr<DeviceOpSource> device_source_;
-  OpStats stats_;
   PeerLinks links_;
   // Writer state (token holder).
   uint64_t record_ = UINT64_MAX;  // ring index of the running operation
-  OpDesc desc_{};                 // its description, bytes and start
-  uint64_t bytes_ = 0;
-  uint64_t start_ns_ = 0;
-  uint64_t seq_ = 0;
-  uint64_t coll_index_ = 0;  // collectives started so far
+  uint64_t seq_ = 0;              // its sequence number
+  uint64_t coll_index_ = 0;       // collectives started so far
+  uint64_t help_at_ = 0;          // records not yet counted at which the writer counts them itself (half the ring)
+  bool failed_ = false;           // the ring is marked failed
   std::atomic<uint64_t> finished_seq_{0};
-  // Straggler windows: two buffers of `window_` run times (µs); the writer fills one while the service reads the
-  // other. ready_ is the index of the window waiting in buffer ready_buf_ (-1: none).
+  // Counting (aggregate(); under count_mutex_, whichever thread holds it).
+  mutable std::mutex count_mutex_;
+  mutable OpStats stats_;
+  mutable std::atomic<uint64_t> counted_{0};  // records counted (ring indices below it)
+  mutable std::atomic<uint64_t> lost_{0};
+  // Straggler windows: two buffers of `window_` run times (µs), window w holding the collectives w·window_ ..
+  // (w+1)·window_ − 1; the counting fills one while the service reads the other. ready_ is the index of the window
+  // waiting in buffer ready_buf_ (-1: none). A window with a record lost is not published.
   size_t window_ = 0;
-  std::vector<uint32_t> runs_;  // 2 × window_
-  size_t fill_ = 0, cur_ = 0;
-  uint64_t windows_filled_ = 0;
-  std::atomic<int64_t> ready_{-1};
-  size_t ready_buf_ = 0;
-  bool failed_ = false;
+  mutable std::vector<uint32_t> runs_;  // 2 × window_
+  mutable size_t fill_ = 0, cur_ = 0;   // runs in the window being filled; its buffer
+  mutable uint64_t filling_ = 0;        // the window being filled
+  mutable bool windows_stopped_ = false;  // after the first failed collective
+  mutable std::atomic<int64_t> ready_{-1};
+  mutable size_t ready_buf_ = 0;
   // Service thread state.
   int64_t published_ = -1;   // last window this rank published
   uint64_t next_judge_ = 0;  // rank 0: next window to judge

@@ -22,10 +22,11 @@ namespace zw::internal::monitor {
 namespace {
 
 constexpr int kTickMs = 50;  // the period of the straggler ticks and dump requests
-// The thread's own period: the device records of communicators with a device path are finished this often. An
-// issuing thread can fill the 2,048 record slots in ~10 ms of small device operations (~5 µs each), and an operation
-// that finds every slot taken is left out; at 5 ms that takes more than 400,000 device operations per second. (A
-// wake-up every 5 ms of an otherwise sleeping thread: ~200 short passes per second.)
+// The thread's own period: the host records finished are counted into the aggregates, and the device records of
+// communicators with a device path are finished, this often. An issuing thread can fill the 8,192 record slots in
+// ~40 ms of small device operations (~5 µs each), and an operation that finds every slot taken is left out; a host
+// writer that finds half of them not yet counted (~9 ms of 2 µs operations) counts them itself. (A wake-up every
+// 5 ms of an otherwise sleeping thread: ~200 short passes per second.)
 constexpr int kDeviceTickMs = 5;
 constexpr auto kRequestTimeout = std::chrono::seconds(2);
 std::atomic<bool> g_dump_requested{false};
@@ -220,9 +221,9 @@ void MonitorService::loop() {
     if (tick) next_tick = now + std::chrono::milliseconds(kTickMs);
     for (const auto& m : live()) {
       if (tick)
-        m->service_tick();  // the device records included
-      else if (m->device() != nullptr)
-        m->consume_device();
+        m->service_tick();  // catch_up() included
+      else
+        m->catch_up();
     }
     if (g_dump_requested.exchange(false)) {
       std::string path = write_dump();

@@ -1,7 +1,8 @@
 // collectives/monitor/monitor_service.h — the process's monitoring thread: it knows every live communicator's
 // monitor, serves the Prometheus text endpoint (ZW_METRICS_PORT; a small HTTP/1.0 server bound to ZW_METRICS_ADDR),
 // writes the JSON dump (ZW_METRICS_DUMP) when a communicator ends and on SIGUSR2, drives the straggler exchange of
-// each monitor (every 50 ms) and finishes the device records of communicators with a device path (every 5 ms).
+// each monitor (every 50 ms), counts the finished host records into each monitor's aggregates and finishes the device
+// records of communicators with a device path (every 5 ms).
 //
 // The thread starts with the first communicator and stops at process exit. Threading: add/retire/render are
 // thread-safe (one mutex, never taken on an operation's hot path). Non-goals: HTTP keep-alive, TLS, pushing to a

@@ -95,7 +95,7 @@ void RecordRing::mark_failed(const std::string& reason) {
   if (!file_.empty()) msync(base_, mapped_bytes_, MS_ASYNC);
 }
 
-bool RecordRing::read_slot(size_t i, OpFields* out) const {
+bool RecordRing::read_slot(size_t i, OpFields* out, uint64_t* version) const {
   const RecordSlot& s = slots_[i & (capacity_ - 1)];
   const uint64_t v1 = s.version.load(std::memory_order_acquire);
   if (v1 == 0 || (v1 & 1)) return false;
@@ -113,6 +113,7 @@ bool RecordRing::read_slot(size_t i, OpFields* out) const {
   std::atomic_thread_fence(std::memory_order_acquire);
   if (s.version.load(std::memory_order_relaxed) != v1) return false;
   *out = f;
+  if (version) *version = v1;
   return true;
 }
 
@@ -126,6 +127,17 @@ std::vector<OpFields> RecordRing::snapshot() const {
     if (read_slot(static_cast<size_t>(i), &f)) out.push_back(f);
   }
   return out;
+}
+
+RecordRing::Read RecordRing::read_finished(uint64_t index, OpFields* out) const {
+  // Round r of a slot is 4r+1..4r+2 once begun and 4r+4 once finished (begin/finish in record_ring.h).
+  const uint64_t finished = ((index >> capacity_log2_) << 2) + 4;
+  const uint64_t v = slots_[index & (capacity_ - 1)].version.load(std::memory_order_acquire);
+  if (v > finished) return Read::kGone;
+  if (v != finished) return Read::kUnfinished;
+  uint64_t copied = 0;
+  // A finished record changes only when the next round begins: a copy that failed or is of a later round is gone.
+  return read_slot(static_cast<size_t>(index), out, &copied) && copied == finished ? Read::kFinished : Read::kGone;
 }
 
 bool RecordRing::running(OpFields* out) const {

@@ -57,6 +57,10 @@ class RecordRing {
   std::vector<OpFields> snapshot() const;
   // Any thread: the record of the operation running now, if any.
   bool running(OpFields* out) const;
+  // Any thread: record `index` (a count of records begun, as header().written) if it is finished; kUnfinished while
+  // it runs or is being written, kGone once its slot holds a later record.
+  enum class Read { kFinished, kUnfinished, kGone };
+  Read read_finished(uint64_t index, OpFields* out) const;
 
   const RingHeader& header() const { return *header_; }
   size_t capacity() const { return capacity_; }
@@ -64,8 +68,8 @@ class RecordRing {
 
  private:
   RecordRing() = default;
-  // Copies slot i into *out; false when it was being written or is empty.
-  bool read_slot(size_t i, OpFields* out) const;
+  // Copies slot i into *out (and its version into *version); false when it was being written or is empty.
+  bool read_slot(size_t i, OpFields* out, uint64_t* version = nullptr) const;
 
   void* base_ = nullptr;
   size_t mapped_bytes_ = 0;

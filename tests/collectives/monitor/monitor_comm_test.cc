@@ -83,7 +83,9 @@ TEST(MonitorComm, OperationsAreCountedPerOpAndSizeWithBusBandwidth) {
     EXPECT_GT(alg, 0);
     EXPECT_NEAR(bus, alg * 0.5, alg * 1e-6);  // all_gather over 2 ranks: (n-1)/n
     // Rank 0 took the text between the barriers: nothing of its own in flight (rank 1 may have issued the next).
-    if (r == 0) EXPECT_EQ(sample_value(t, "zerowire_operations_in_flight", {"comm=\"mon-count\"", rank}), 0);
+    if (r == 0) {
+      EXPECT_EQ(sample_value(t, "zerowire_operations_in_flight", {"comm=\"mon-count\"", rank}), 0);
+    }
   }
   // Links: each rank wrote its 4 KiB block to the other 10 times (plus the small all_reduces and barriers), never to
   // itself.

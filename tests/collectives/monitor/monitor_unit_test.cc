@@ -1,6 +1,7 @@
 // Unit tests of the monitoring pieces: the record ring (order, wrap-around, a reader racing the writer, the
-// flight-recorder file), the latency histogram's percentiles, the aggregates' size buckets and nccl-tests factors,
-// and the straggler judgement.
+// flight-recorder file, reading a record once finished), the counting of finished records into a communicator's
+// aggregates, the latency histogram's percentiles, the aggregates' size buckets and nccl-tests factors, and the
+// straggler judgement.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,12 +14,14 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/monitor/comm_monitor.h"
 #include "collectives/monitor/gauges.h"
 #include "collectives/monitor/histogram.h"
 #include "collectives/monitor/op_stats.h"
 #include "collectives/monitor/record_ring.h"
 #include "collectives/monitor/straggler.h"
 #include "zerowire/metrics.h"
+#include "zerowire/store.h"
 
 namespace zw::internal::monitor {
 namespace {
@@ -66,6 +69,62 @@ TEST(RecordRing, KeepsTheLastRecordsInOrderAcrossWrapAround) {
   EXPECT_EQ(cur.redop, static_cast<uint8_t>(ReduceOp::kMax));
   EXPECT_EQ(cur.root, 3u);
   EXPECT_EQ(cur.bytes, 400u);
+}
+
+// What the counting reads: a record once finished, not while it runs, and "gone" once its slot holds a later one.
+TEST(RecordRing, ReadFinishedTellsFinishedRunningAndOverwritten) {
+  auto ring = RecordRing::create(16, who(), "");
+  ASSERT_TRUE(ring.ok()) << ring.status().to_string();
+  RecordRing& r = *ring.value();
+  OpFields f;
+  const uint64_t first = r.begin(op(1));
+  EXPECT_EQ(r.read_finished(first, &f), RecordRing::Read::kUnfinished);
+  r.finish(first, 150, OpState::kDone, 0);
+  ASSERT_EQ(r.read_finished(first, &f), RecordRing::Read::kFinished);
+  EXPECT_EQ(f.seq, 1u);
+  EXPECT_EQ(f.end_ns, 150u);
+  for (uint64_t s = 2; s <= 17; ++s) r.finish(r.begin(op(s)), s * 100 + 50, OpState::kDone, 0);  // 17 reuses slot 0
+  EXPECT_EQ(r.read_finished(first, &f), RecordRing::Read::kGone);
+  ASSERT_EQ(r.read_finished(16, &f), RecordRing::Read::kFinished);
+  EXPECT_EQ(f.seq, 17u);
+  const uint64_t running = r.begin(op(18));  // slot 1, whose round-0 record (seq 2) is now gone
+  EXPECT_EQ(r.read_finished(1, &f), RecordRing::Read::kGone);
+  EXPECT_EQ(r.read_finished(running, &f), RecordRing::Read::kUnfinished);
+}
+
+// The hooks write records only; the counting into the aggregates happens off the operation's path (the monitor's
+// thread, a reader) — or on it when half the ring is not yet counted. Either way every operation is counted once.
+TEST(CommMonitorCounting, EveryFinishedOperationIsCountedOnceWhoeverCounts) {
+  MonitorSetup setup;
+  setup.size = 2;
+  setup.comm = "counting";
+  setup.transport = "shm";
+  setup.hosts = {"h", "h"};
+  setup.pids = {1, 2};
+  setup.store = make_memory_store();
+  auto m = CommMonitor::create(setup);
+  ASSERT_NE(m, nullptr);
+  const uint64_t ops = 5 * m->ring().capacity() + 7;  // more than the ring holds: the writer must count some itself
+  const OpDesc desc{OpKind::kAllGather, Algo::kRing, DataType::kFloat32, ReduceOp::kSum, 0, 256};
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {  // a reader counting concurrently, as the exporter does
+    while (!stop.load()) m->aggregate();
+  });
+  for (uint64_t s = 1; s <= ops; ++s) {
+    m->on_enqueue(s);
+    m->on_start(desc, s, static_cast<int64_t>(10 * s), static_cast<int64_t>(10 * s + 1));
+    m->on_finish(s % 1000 == 0 ? Status(Code::kTimeout, "late") : Status(), static_cast<int64_t>(10 * s + 3001));
+  }
+  stop.store(true);
+  reader.join();
+  const StatCell& c = m->stats().cell(static_cast<int>(OpKind::kAllGather), size_bucket(2048));
+  EXPECT_EQ(c.count.load(), ops);
+  EXPECT_EQ(c.bytes.load(), ops * 2048);
+  EXPECT_EQ(c.errors.load(), ops / 1000);
+  EXPECT_EQ(c.time_ns.load(), ops * 3000);
+  EXPECT_EQ(m->records_lost(), 0u);
+  EXPECT_EQ(m->in_flight(), 0u);
+  m->retire();
 }
 
 TEST(RecordRing, ReaderRacingTheWriterNeverSeesATornRecord) {
