@@ -4,7 +4,9 @@
 // round's overhead is its on/off − 1; printed are the median over the rounds with the quartiles, and the median times.
 // overhead.py compares separate launches with ZW_MONITOR=1 and =0, whose buffers land differently in memory, which
 // moves a 4 KiB operation by several percent either way; here one process and one set of buffers serve both sides.
-//   zwrun -n N -- zw_monitor_ab [-c all_gather|all_reduce] [-b BYTES] [-n ITERS] [-r ROUNDS] [-w WARMUP]
+// --control leaves both communicators unmonitored: the A/A figure, what the pairing itself shows between two
+// communicators (ideally 0; its spread is the resolution of the on/off figure).
+//   zwrun -n N -- zw_monitor_ab [-c all_gather|all_reduce] [-b BYTES] [-n ITERS] [-r ROUNDS] [-w WARMUP] [--control]
 // BYTES is nccl-tests' size (the all-gather's whole output, the all-reduce's buffer); each timing issues ITERS
 // operations back to back and waits for them all, as the nccl-tests-style benchmarks do; rank 0's times are printed.
 // The monitored side runs with the environment's monitoring knobs (the straggler window included).
@@ -33,6 +35,7 @@ struct Flags {
   int iters = 2000;
   int rounds = 41;
   int warmup = 200;
+  bool control = false;
 };
 
 Result<Work> issue(Communicator& c, const Flags& f, const zw::CollectiveOptions& o) {
@@ -78,11 +81,12 @@ int main(int argc, char** argv) {
   app.add_option("-r,--rounds", f.rounds, "paired rounds")->check(CLI::PositiveNumber);
   app.add_option("-w,--warmup", f.warmup, "operations on each communicator before the rounds")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--control", f.control, "both communicators unmonitored (A/A: the pairing's own bias and spread)");
   CLI11_PARSE(app, argc, argv);
 
   zw::CommConfig on_config, off_config;
   on_config.name = "ab-on";
-  on_config.monitor = 1;
+  on_config.monitor = f.control ? 0 : 1;
   off_config.name = "ab-off";
   off_config.monitor = 0;
   auto on = Communicator::create_from_environment(on_config);
@@ -121,9 +125,10 @@ int main(int argc, char** argv) {
   }
   if (con.rank() == 0)
     std::printf(
-        "%s %zu B, %d ranks, %s, %d paired rounds of %d: off %.3f us, on %.3f us (medians); overhead median "
+        "%s %zu B, %d ranks, %s, %d paired rounds of %d%s: off %.3f us, on %.3f us (medians); overhead median "
         "%+.2f %% [quartiles %+.2f, %+.2f]\n",
         f.coll.c_str(), f.coll == "all_gather" ? out_bytes : in_bytes, n, con.transport_name(), f.rounds, f.iters,
+        f.control ? " (control: both off)" : "",
         quantile(t_off, 0.5), quantile(t_on, 0.5), 100 * quantile(overhead, 0.5), 100 * quantile(overhead, 0.25),
         100 * quantile(overhead, 0.75));
   return 0;
