@@ -127,8 +127,9 @@ class CommMonitor {
   uint64_t help_at_ = 0;          // records not yet counted at which the writer counts them itself (half the ring)
   bool failed_ = false;           // the ring is marked failed
   std::atomic<uint64_t> finished_seq_{0};
-  // Counting (aggregate(); under count_mutex_, whichever thread holds it).
-  mutable std::mutex count_mutex_;
+  // Counting (aggregate(); under count_mutex_, whichever thread holds it), on lines of its own: the writer's state above
+  // is touched by every operation.
+  alignas(64) mutable std::mutex count_mutex_;
   mutable OpStats stats_;
   mutable std::atomic<uint64_t> counted_{0};  // records counted (ring indices below it)
   mutable std::atomic<uint64_t> lost_{0};
