@@ -1,14 +1,17 @@
 // Monitoring through real communicators (ranks as threads over an in-memory store): every operation leaves a
-// record, the aggregates count what ran, a failed operation marks the records, and the Prometheus text and JSON
-// say so. The process-level service holds every live communicator, so each test looks at its own communicator
+// record, the aggregates count what ran, a wait for a late peer is counted on its link, a failed operation marks the
+// records, and the Prometheus text and JSON say so. The process-level service holds every live communicator, so each test looks at its own communicator
 // name only.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectives/comm_impl.h"
+#include "collectives/monitor/comm_monitor.h"
 #include "collectives/monitor/monitor_service.h"
 #include "harness.h"
 
@@ -105,6 +108,42 @@ TEST(MonitorComm, OperationsAreCountedPerOpAndSizeWithBusBandwidth) {
   EXPECT_NE(jsons[0].find("\"comm\":\"mon-count\""), std::string::npos);
   EXPECT_NE(jsons[0].find("\"op\":\"all_gather\",\"algo\""), std::string::npos);
   EXPECT_NE(jsons[0].find("\"state\":\"done\""), std::string::npos);
+}
+
+// The per-peer wait time: a rank whose peer arrives 15 ms late at each of four all-gathers counts those waits on that
+// peer's link — most of the delays (the span ends at the transport's last idle look, or at a clock read: a sleep on the
+// futex, which is most of such a wait over shm, must not be left out), never more than the time its calls took. The
+// 30 % of slack is for the two ranks leaving the barrier at different times on a loaded machine. Over shm and tcp.
+TEST(MonitorComm, AWaitForALatePeerIsCountedOnItsLink) {
+  for (const char* transport : {"shm", "tcp"}) {
+    CommConfig config;
+    config.name = std::string("mon-wait-") + transport;
+    config.transport = transport;
+    constexpr int kOps = 4;
+    constexpr auto kLate = std::chrono::milliseconds(15);  // under the rendezvous' longest sleep (20 ms): one sleep
+    test::run_ranks(2, config, [&](int r, Communicator& c) {
+      std::vector<float> in(256, 1.0f), out(512);
+      auto b = barrier(c);
+      ASSERT_TRUE(b.ok() && b->wait().ok());
+      const auto& link = c.impl().monitor()->links().link(1 - r);
+      const uint64_t before = link.wait_ns.load(), waits_before = link.waits.load();  // the barrier's own waits
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kOps; ++i) {
+        if (r == 1) std::this_thread::sleep_for(kLate);
+        auto w =
+            all_gather(c, {MemRef::host(in.data(), 1024), MemRef::host(out.data(), 2048), 256, DataType::kFloat32});
+        ASSERT_TRUE(w.ok());
+        ASSERT_TRUE(w->wait().ok());
+      }
+      const auto spent = std::chrono::steady_clock::now() - t0;
+      if (r != 0) return;
+      const auto waited = std::chrono::nanoseconds(link.wait_ns.load() - before);
+      EXPECT_GE(waited, kOps * kLate * 7 / 10) << transport;
+      EXPECT_LE(waited, spent) << transport;
+      EXPECT_GE(link.waits.load() - waits_before, static_cast<uint64_t>(kOps)) << transport;
+      EXPECT_EQ(c.impl().monitor()->links().link(0).wait_ns.load(), 0u) << transport;  // never waits on itself
+    });
+  }
 }
 
 // CommConfig::monitor turns monitoring off for one communicator (zw_monitor_ab pairs such a one with a monitored one):
