@@ -41,7 +41,8 @@ class LivenessMonitor {
   // Listens (see the header comment) and starts the monitor thread.
   static Result<std::unique_ptr<LivenessMonitor>> start(int rank, int world_size, const std::string& store_address,
                                                         Callback callback);
-  // Says goodbye to every connected peer, then stops the thread and closes the sockets.
+  // Stops the thread, says goodbye on every connection — those still in the listener's backlog or whose hello was not
+  // read yet included — and closes them without a reset (see the destructor).
   ~LivenessMonitor();
   LivenessMonitor(const LivenessMonitor&) = delete;
   LivenessMonitor& operator=(const LivenessMonitor&) = delete;
