@@ -68,6 +68,18 @@ OpDesc all_reduce_of(uint64_t count) {
   return OpDesc{OpKind::kAllReduce, Algo::kRing, DataType::kFloat32, ReduceOp::kSum, 0, count};
 }
 
+// A monitor of rank 0 of two with a scripted device path of `capacity` records attached (d null when either failed).
+struct DevicePath {
+  std::shared_ptr<CommMonitor> m;
+  std::shared_ptr<ScriptedSource> src;
+  DeviceOps* d = nullptr;
+};
+DevicePath attached(const std::string& comm, size_t capacity) {
+  DevicePath p{CommMonitor::create(rank0_of_two(comm)), std::make_shared<ScriptedSource>()};
+  if (p.m) p.d = p.m->attach_device(p.src, "cuda_ipc", capacity);
+  return p;
+}
+
 TEST(DeviceOps, RecordsFinishInIssueOrderWithTheDevicesTimes) {
   auto made = DeviceOps::create(16, who(), "");
   ASSERT_TRUE(made.ok()) << made.status().to_string();
@@ -119,10 +131,7 @@ TEST(DeviceOps, RecordsFinishInIssueOrderWithTheDevicesTimes) {
 // An operation without a run time counts in the operations and bytes, not in the time, the bandwidth or the latency
 // histogram, and its record says it was not timed.
 TEST(DeviceOps, AnUntimedOperationIsCountedWithoutARunTime) {
-  auto m = CommMonitor::create(rank0_of_two("dev-untimed"));
-  ASSERT_TRUE(m);
-  auto src = std::make_shared<ScriptedSource>();
-  DeviceOps* d = m->attach_device(src, "cuda_ipc", 16);
+  auto [m, src, d] = attached("dev-untimed", 16);
   ASSERT_NE(d, nullptr);
   for (uint64_t s = 1; s <= 2; ++s)
     d->commit(d->begin(all_reduce_of(2048), DeviceAlgo::kDirect, s, 2, static_cast<int64_t>(100 * s)), Status(), 0);
@@ -244,10 +253,7 @@ TEST(DeviceOps, AConsumerRacingTheIssuerFinishesEveryOperationOnce) {
 }
 
 TEST(DeviceOps, TheExporterShowsTheDevicePathBesideTheHostPath) {
-  auto m = CommMonitor::create(rank0_of_two("dev-export"));
-  ASSERT_TRUE(m);
-  auto src = std::make_shared<ScriptedSource>();
-  DeviceOps* d = m->attach_device(src, "cuda_ipc", 16);
+  auto [m, src, d] = attached("dev-export", 16);
   ASSERT_NE(d, nullptr);
   EXPECT_EQ(m->attach_device(src, "cuda_ipc", 16), nullptr);  // one device path per communicator
   const OpDesc ag{OpKind::kAllGather, Algo::kRing, DataType::kBFloat16, ReduceOp::kSum, 0, 2048};
@@ -290,10 +296,7 @@ TEST(DeviceOps, TheExporterShowsTheDevicePathBesideTheHostPath) {
 // of 1,024): the monitor's thread passes over a communicator's device records every 5 ms while it has a device path,
 // so (almost) none is left out; with the 50 ms tick more than half were.
 TEST(DeviceOps, TheMonitorsThreadKeepsUpWithDeviceOperationsIssuedFast) {
-  auto m = CommMonitor::create(rank0_of_two("dev-fast"));
-  ASSERT_TRUE(m);
-  auto src = std::make_shared<ScriptedSource>();
-  DeviceOps* d = m->attach_device(src, "cuda_ipc", 1024);
+  auto [m, src, d] = attached("dev-fast", 1024);
   ASSERT_NE(d, nullptr);
   constexpr uint64_t kOps = 8000;
   const auto t0 = std::chrono::steady_clock::now();
