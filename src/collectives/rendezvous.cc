@@ -83,11 +83,8 @@ Status Rendezvous::dispatch(int peer, const transport::Message& msg) {
   auto payload = msg.payload();
   if (payload.empty()) return Status(Code::kProtocolError, "empty control message from " + describe(peer));
   switch (static_cast<uint8_t>(payload[0])) {
-    case kCtrlAbort: {
-      state_[peer].aborted = true;
-      std::string reason(reinterpret_cast<const char*>(payload.data()) + 1, payload.size() - 1);
-      return Status(Code::kAborted, describe(peer) + " aborted the communicator: " + reason);
-    }
+    case kCtrlAbort:
+      return on_abort(peer, payload);
     case kCtrlEager:
       return on_eager(peer, payload);
     case kCtrlCredit:
@@ -280,17 +277,59 @@ Status Rendezvous::wait_write(int peer, uint64_t ticket) {
       peer, "local write completion", 0, [&] { return ep->writes_completed() >= ticket; }, true);
 }
 
+Status Rendezvous::on_abort(int peer, std::span<const std::byte> payload) {
+  AbortWire w;
+  if (payload.size() < sizeof w) return Status(Code::kProtocolError, "malformed abort from " + describe(peer));
+  std::memcpy(&w, payload.data(), sizeof w);
+  if (w.listed > kMaxAbortLost || w.lost_total < w.listed)
+    return Status(Code::kProtocolError, "malformed abort from " + describe(peer));
+  PeerState& st = state_[peer];
+  st.aborted = true;
+  st.lost.clear();
+  std::string lost;
+  for (size_t i = 0; i < w.listed; ++i) {
+    if (w.lost[i] >= state_.size())
+      return Status(Code::kProtocolError, "abort from " + describe(peer) + " names rank " + std::to_string(w.lost[i]) +
+                                              " of a world of " + std::to_string(state_.size()));
+    st.lost.push_back(static_cast<int>(w.lost[i]));
+    lost += (i == 0 ? ", having lost " : ", ") + describe(static_cast<int>(w.lost[i]));
+  }
+  if (w.lost_total > w.listed) lost += " and " + std::to_string(w.lost_total - w.listed) + " more ranks";
+  const std::string reason(reinterpret_cast<const char*>(payload.data()) + sizeof w, payload.size() - sizeof w);
+  return Status(Code::kAborted, describe(peer) + " aborted the communicator" + lost + ": " + reason);
+}
+
+std::vector<int> Rendezvous::lost_ranks() {
+  std::vector<int> lost;
+  const auto add = [&](int p) {
+    if (p != rank_ && std::find(lost.begin(), lost.end(), p) == lost.end()) lost.push_back(p);
+  };
+  std::string why;
+  for (size_t p = 0; p < state_.size(); ++p)
+    if (endpoints_[p] && transport_.peer_known_dead(static_cast<int>(p), &why)) add(static_cast<int>(p));
+  for (size_t p = 0; p < state_.size(); ++p)
+    if (!state_[p].error.ok() && !state_[p].aborted) add(static_cast<int>(p));
+  for (const PeerState& st : state_)
+    for (int p : st.lost) add(p);
+  return lost;
+}
+
 void Rendezvous::broadcast_abort(const Status& reason) {
   std::byte buf[transport::Message::kMaxControl];
-  buf[0] = static_cast<std::byte>(kCtrlAbort);
+  AbortWire w{};
+  w.type = kCtrlAbort;
+  const std::vector<int> lost = lost_ranks();
+  w.lost_total = static_cast<uint32_t>(lost.size());
+  for (; w.listed < std::min(lost.size(), kMaxAbortLost); ++w.listed) w.lost[w.listed] = static_cast<uint32_t>(lost[w.listed]);
+  std::memcpy(buf, &w, sizeof w);
   // One control message: a longer reason keeps its head (which operation, where) and its tail (whom it could not
-  // reach, why), joined by " ... ".
+  // reach, why), joined by " ... ". Whom this rank lost travels in the header, whatever the cut leaves.
   std::string text = reason.message();
-  const size_t room = sizeof buf - 1, head = room / 3;
+  const size_t room = sizeof buf - sizeof w, head = room / 3;
   if (text.size() > room) text = text.substr(0, head) + " ... " + text.substr(text.size() - (room - head - 5));
-  std::memcpy(buf + 1, text.data(), text.size());
+  std::memcpy(buf + sizeof w, text.data(), text.size());
   for (auto& ep : endpoints_)
-    if (ep) (void)ep->send(std::span<const std::byte>(buf, 1 + text.size()));
+    if (ep) (void)ep->send(std::span<const std::byte>(buf, sizeof w + text.size()));
 }
 
 }  // namespace zw::internal

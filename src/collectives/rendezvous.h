@@ -165,10 +165,15 @@ class Rendezvous {
     uint64_t p2p_received = 0;  // point-to-point transfers from this peer so far
     std::vector<std::pair<uint64_t, std::string>> refusals;  // operations ahead that the peer refused, and why
     bool aborted = false;                                    // the peer sent ABORT: it sends nothing more (drain.cc)
+    std::vector<int> lost;  // the ranks its ABORT said it had lost
     uint64_t seen_seq = 0;  // the last collective this peer's messages belonged to (blame.cc)
     OpDesc seen_desc;
   };
 
+  // The ranks this rank has lost, for its ABORT: found dead by the transport, then those whose link failed, then
+  // those that aborting peers said they lost (a peer that aborted is not lost: it said why it stopped).
+  std::vector<int> lost_ranks();
+  Status on_abort(int peer, std::span<const std::byte> payload);
   bool is_eager(size_t bytes) const { return eager_.bytes > 0 && bytes <= eager_.bytes; }
   Status post_eager(int peer, std::byte* dst, size_t bytes, uint64_t tag);
   Status send_eager(int peer, const RegBuf& src, size_t offset, size_t bytes, uint64_t tag);

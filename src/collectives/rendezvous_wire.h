@@ -66,6 +66,18 @@ struct BlameQueryWire {
   uint64_t seq;
 };
 
+// The sender failed (or was aborted) and stops; the reason's text follows, cut to fit (broadcast_abort). The ranks
+// it lost travel apart from the text, so that every rank's error names them however long the reason: up to
+// kMaxAbortLost of them (those it found dead, those whose link failed, and those that ranks aborting before it lost).
+constexpr size_t kMaxAbortLost = 4;
+struct AbortWire {
+  uint8_t type;
+  uint8_t listed;     // entries of lost[] in use
+  uint16_t reserved;
+  uint32_t lost_total;  // how many ranks it lost, listed or not
+  uint32_t lost[kMaxAbortLost];
+};
+
 // Notify value of eager writes (ignored: the EAGER message that follows carries the meaning).
 constexpr uint64_t kEagerNotify = uint64_t{1} << 63;
 

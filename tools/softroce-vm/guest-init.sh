@@ -2,13 +2,13 @@
 # guest-init.sh — PID 1 of the Soft-RoCE test VM (busybox sh; copied into the cached base initramfs as /init).
 #
 # Purpose: bring up a real kernel rdma_rxe device (rxe0) on the guest's only network device, print the device
-# (rdma link, `ibv_devinfo -v`, GID table) once, run the test commands the host put into /zw/tests/ in order,
+# (rdma link, a line of `ibv_devinfo`, GID table) once, run the test commands the host put into /zw/tests/ in order,
 # report each result on the serial console and power the VM off.
 # Non-goals: a general init system, networking beyond the guest's own addresses (single VM: 127.0.0.1 and
 # ZW_IP; --two-vm: the private wire between the two guests), persistence, interactive use.
 #
 # Contract with run.sh (the host side):
-#   /zw/run.conf       shell variables written by run.sh: ZW_NONCE ZW_NET ZW_IPS ZW_PREFIX ZW_NVMS
+#   /zw/run.conf       shell variables written by run.sh: ZW_NONCE ZW_NET ZW_IPS ZW_PREFIX ZW_NVMS ZW_VERBOSE
 #   /zw/env            NAME=VALUE lines from `run.sh --env`, exported to every test verbatim
 #   /zw/cwd            the host's working directory; tests run there (relative paths work as on the host)
 #   /zw/tests/NNN.cmd  one shell command line per test, run with `sh -c`
@@ -100,12 +100,18 @@ bring_up_rxe() {
   setup_failed "rxe0 not ACTIVE with an IPv4 GID after 20 s (state: $(cat $port/state 2>/dev/null))"
 }
 
-# print_device: what a reader of the log needs to see the device the tests ran on
+# print_device: what a reader of the log needs to see the device the tests ran on — a few lines, so that a failing
+# test's own output comes near the top of the log (CI shows a log's head); all of `ibv_devinfo -v` with --verbose
 print_device() {
   echo "===== rdma link"
   rdma link show
-  echo "===== ibv_devinfo -v -d rxe0"
-  ibv_devinfo -v -d rxe0
+  if [ "${ZW_VERBOSE:-0}" = 1 ]; then
+    echo "===== ibv_devinfo -v -d rxe0"
+    ibv_devinfo -v -d rxe0
+  else
+    echo "===== ibv_devinfo -d rxe0 (port 1; run.sh --verbose prints all of ibv_devinfo -v)"
+    ibv_devinfo -d rxe0 | awk -F':[ \t]*' '/(state|active_mtu|link_layer):/ {gsub(/^[ \t]+/, "", $1); printf "%s%s %s", sep, $1, $2; sep = ", "} END {print ""}'
+  fi
   echo "===== GID table of rxe0 port 1 (non-zero entries)"
   port=/sys/class/infiniband/rxe0/ports/1
   grep -v -H '^0000:0000:0000:0000:0000:0000:0000:0000$' "$port"/gids/* | while IFS= read -r line; do

@@ -23,11 +23,12 @@
 #   --mem SIZE        guest memory per VM (default 1G)
 #   --accel tcg|kvm   qemu accelerator (default tcg; kvm only where nested KVM really works)
 #   --no-install      never call apt-get; a missing package is a skip
+#   --verbose         print all of `ibv_devinfo -v` for each VM (default: one line of it)
 #   -h, --help        this text
 # In every guest test: ZW_SOFTROCE_DEV=rxe0, ZW_SOFTROCE_GID_INDEX (IPv4-mapped RoCE v2 GID),
 #   ZW_SOFTROCE_IP (own address), ZW_SOFTROCE_RANK, ZW_SOFTROCE_NVMS, and with --two-vm ZW_SOFTROCE_PEER_IP.
 # Environment: ZW_SOFTROCE_CACHE (default /tmp/zw-softroce-cache), ZW_SOFTROCE_KPKG (kernel package to use).
-# Output: the device (rdma link, ibv_devinfo -v, GID table), each test's output, then the last line
+# Output: the device (rdma link, a line of ibv_devinfo, GID table), each test's output, then the last line
 #   "N passed, M failed" (plus ", K skipped"). A test exiting 77 is skipped.
 # Exit: 0 all passed (or some skipped); 1 a test failed or the guest broke; 77 every test skipped, or the VM
 #   cannot start ("SKIPPED: <reason>"); 124 --timeout hit; 2 usage error.
@@ -41,6 +42,7 @@ TIMEOUT=900
 MEM=1G
 ACCEL=tcg
 DO_INSTALL=1
+VERBOSE=0
 ENVS=()
 FILES=()
 TESTS=()
@@ -70,6 +72,7 @@ parse_args() {
       --mem) MEM=${2:?--mem needs a size} && shift ;;
       --accel) ACCEL=${2:?--accel needs tcg or kvm} && shift ;;
       --no-install) DO_INSTALL=0 ;;
+      --verbose) VERBOSE=1 ;;
       -h | --help) usage && exit 0 ;;
       --) shift && break ;;
       *) die "unknown option '$1' (tests go after --; see --help)" ;;
@@ -132,6 +135,7 @@ ZW_NET=$([ "$TWO_VM" = 1 ] && echo wire || echo "$NET")
 ZW_IPS="$ips"
 ZW_PREFIX=$prefix
 ZW_NVMS=$((TWO_VM + 1))
+ZW_VERBOSE=$VERBOSE
 EOF
   pack "$root" "$dir/payload.cpio.gz"
   cat "$BASE" "$dir/payload.cpio.gz" >"$dir/initrd.img"
