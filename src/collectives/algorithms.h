@@ -5,6 +5,7 @@
 // validated; avg reductions arrive as sum (the caller scales the result).
 //   ring_all_gather      pipelined ring; chunk slices of every block move one hop per step
 //   ring_reduce_scatter  pipelined ring; received slices land in scratch slots, are reduced, forwarded
+//   all_reduce_direct_gather  (direct_all_gather.h) the ring reduce-scatter, each final slice sent to every peer
 //   tree_all_gather      recursive doubling (non-powers of two fold the extra ranks in and out)
 //   tree_reduce_scatter  recursive halving (same folding)
 //   broadcast_pipelined  binomial tree or chain, chunk-pipelined
@@ -52,9 +53,19 @@ enum : unsigned { kPhaseGather = 0, kPhaseReduce = 1, kPhaseRoot = 2, kPhaseP2P 
 Status ring_all_gather(OpContext& ctx, const BufRef& out, const BlockLayout& layout);
 Status tree_all_gather(OpContext& ctx, const BufRef& out, const BlockLayout& layout);
 
+// What ring_reduce_scatter tells a caller that works beside it (all_reduce_direct_gather, direct_all_gather.cc).
+class ReduceScatterHook {
+ public:
+  virtual ~ReduceScatterHook() = default;
+  // Before iteration `it` sends or waits for anything; iteration `it` handles bytes [it * chunk, (it + 1) * chunk)
+  // of every block.
+  virtual Status before(size_t it, size_t chunk) = 0;
+  // Bytes [offset, offset + len) of this rank's block (offsets within `out`) hold their final sum.
+  virtual Status reduced(size_t it, size_t offset, size_t len) = 0;
+};
 // Reduces `in` (the whole vector) across ranks; this rank's block of the result goes to `out` (block-sized).
 Status ring_reduce_scatter(OpContext& ctx, const BufRef& in, const BufRef& out, const BlockLayout& layout,
-                           DataType dtype, ReduceOp op);
+                           DataType dtype, ReduceOp op, ReduceScatterHook* hook = nullptr);
 Status tree_reduce_scatter(OpContext& ctx, const BufRef& in, const BufRef& out, const BlockLayout& layout,
                            DataType dtype, ReduceOp op);
 

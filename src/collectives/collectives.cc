@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "collectives/algorithms.h"
+#include "collectives/direct_all_gather.h"
 #include "collectives/gpu_path.h"
 #include "collectives/host_task.h"
 #include "collectives/refusal.h"
@@ -152,6 +153,7 @@ Task all_reduce_task(const OpDesc& desc, const CollectiveOptions& o, int r, int 
     const BufRef mine{out.reg, out.base + layout.offset(r)};
     ReduceOp op = algo_op(o.op);
     bool ring = desc.algo == Algo::kRing;
+    if (ring && use_direct_all_gather(ctx)) return all_reduce_direct_gather(ctx, in, out, layout, o.dtype, op, o.op);
     ZW_TRY(ring ? ring_reduce_scatter(ctx, in, mine, layout, o.dtype, op)
                 : tree_reduce_scatter(ctx, in, mine, layout, o.dtype, op));
     finish_avg(o.op, o.dtype, mine.at(0), layout.bytes(r) / elem, n);

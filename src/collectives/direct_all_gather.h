@@ -11,5 +11,9 @@ namespace zw::internal {
 bool use_direct_all_gather(const OpContext& ctx);
 // `out` already holds this rank's block; on return it holds every block.
 Status direct_all_gather(OpContext& ctx, const BufRef& out, const BlockLayout& layout);
+// all_reduce where all-gathers go direct: the ring reduce-scatter of `in`, each slice of this rank's block sent to
+// every peer as soon as its sum is final (`user_op` kAvg: scaled first). `out` is the whole vector.
+Status all_reduce_direct_gather(OpContext& ctx, const BufRef& in, const BufRef& out, const BlockLayout& layout,
+                                DataType dtype, ReduceOp op, ReduceOp user_op);
 
 }  // namespace zw::internal

@@ -4,7 +4,8 @@
 // (r-s-1) to the next rank; the previous rank's partial of block (r-s-2) lands in one of `slots` scratch slots,
 // is reduced with this rank's input in place, and forwarded at the next step. The last step reduces straight
 // into the output. A slot is re-posted only after its forwarded write completed locally, so the sender's
-// data is never overwritten in flight. Step 0 sends from the input itself (no copy).
+// data is never overwritten in flight. Step 0 sends from the input itself (no copy). A hook (all_reduce's direct
+// gather) hears of each iteration before it starts and of each slice of the result as it becomes final.
 #include "collectives/algorithms.h"
 #include "kernels/reduce.h"
 
@@ -15,8 +16,9 @@ namespace {
 class RingReduceScatter {
  public:
   RingReduceScatter(OpContext& ctx, const BufRef& in, const BufRef& out, const BlockLayout& layout, DataType dtype,
-                    ReduceOp op)
-      : ctx_(ctx), in_(in), out_(out), layout_(layout), dtype_(dtype), op_(op), n_(ctx.size), r_(ctx.rank) {
+                    ReduceOp op, ReduceScatterHook* hook)
+      : ctx_(ctx), in_(in), out_(out), layout_(layout), dtype_(dtype), op_(op), hook_(hook), n_(ctx.size),
+        r_(ctx.rank) {
     elem_ = dtype_size(dtype);
     chunk_ = ctx.chunk_bytes - ctx.chunk_bytes % elem_;
     steps_ = static_cast<size_t>(n_ - 1);
@@ -34,6 +36,7 @@ class RingReduceScatter {
     scratch_ = BufRef{scratch, 0};
     const int next = (r_ + 1) % n_, prev = (r_ + n_ - 1) % n_;
     for (size_t it = 0; it < iters_; ++it) {
+      if (hook_) ZW_TRY(hook_->before(it, chunk_));
       ZW_TRY(top_up(prev));
       size_t len;
       size_t off = slice(block_sent_at(0), it, &len);
@@ -57,6 +60,7 @@ class RingReduceScatter {
                       len / elem_);
       tickets_[k % slots_] = 0;
       ++consumed_;
+      if (hook_) ZW_TRY(hook_->reduced(it, off - layout_.offset(r_), len));
     }
     return Status();
   }
@@ -92,6 +96,7 @@ class RingReduceScatter {
   const BlockLayout& layout_;
   DataType dtype_;
   ReduceOp op_;
+  ReduceScatterHook* hook_;
   int n_, r_;
   size_t elem_, chunk_, steps_, iters_, total_, slots_;
   size_t posted_ = 0, consumed_ = 0;
@@ -101,12 +106,13 @@ class RingReduceScatter {
 }  // namespace
 
 Status ring_reduce_scatter(OpContext& ctx, const BufRef& in, const BufRef& out, const BlockLayout& layout,
-                           DataType dtype, ReduceOp op) {
+                           DataType dtype, ReduceOp op, ReduceScatterHook* hook) {
   if (ctx.size == 1) {
+    if (hook) ZW_TRY(hook->before(0, layout.bytes(0)));
     kernels::copy(out.at(0), in.at(layout.offset(0)), layout.bytes(0));
-    return Status();
+    return hook ? hook->reduced(0, 0, layout.bytes(0)) : Status();
   }
-  return RingReduceScatter(ctx, in, out, layout, dtype, op).run();
+  return RingReduceScatter(ctx, in, out, layout, dtype, op, hook).run();
 }
 
 }  // namespace zw::internal
