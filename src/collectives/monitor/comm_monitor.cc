@@ -38,13 +38,18 @@ std::shared_ptr<CommMonitor> CommMonitor::create(MonitorSetup setup) {
   const MonitorSetup& s = m->setup_;
   RingIdentity who{s.rank, s.size, s.generation, s.hosts[static_cast<size_t>(s.rank)], s.comm, s.transport};
   const std::string file = k.flight_dir.empty() ? std::string() : flight_file(s);
-  auto ring = RecordRing::create(static_cast<size_t>(std::max<int64_t>(k.monitor_records, 16)), who, file);
+  auto ring = RecordRing::create(static_cast<size_t>(std::max<int64_t>(k.monitor_records, kMinRecords)), who, file);
   if (!ring.ok()) {
     ZW_WARN(kColl, "monitoring is off for communicator '%s': %s", s.comm.c_str(), ring.status().to_string().c_str());
     return nullptr;
   }
   m->ring_ = std::move(ring.value());
-  m->help_at_ = std::max<uint64_t>(m->ring_->capacity() / 2, 1);
+  m->enqueued_ = &m->ring_->writer().header->last_enqueued;
+  Hot& h = m->hot_;
+  h.ring = m->ring_->writer();
+  h.next = m->ring_->header().written.load(std::memory_order_relaxed);
+  h.size = s.size;
+  h.help_at = static_cast<uint32_t>(std::min<uint64_t>(m->ring_->capacity() / 2, uint64_t{1} << 31));
   if (!file.empty()) ZW_INFO(kColl, "flight recorder of communicator '%s': %s", s.comm.c_str(), file.c_str());
   if (k.straggler_window > 0 && s.size > 1 && s.store) {
     m->window_ = std::min(static_cast<size_t>(k.straggler_window), kMaxWindow);
@@ -78,11 +83,11 @@ CommMonitor::~CommMonitor() = default;
 // size 1: 11 I1 misses per operation with monitoring on, none off; none with `hot`).
 __attribute__((hot)) void CommMonitor::on_start(const OpDesc& desc, uint64_t seq, int64_t enqueue_ns, int64_t start_ns,
                                                 PathKind path) {
-  seq_ = seq;
+  Hot& h = hot_;
   OpFields f;
   f.seq = seq;
-  f.coll_index = is_p2p(desc.kind) ? 0 : coll_index_++;
-  f.bytes = op_bytes(desc, setup_.size);
+  f.coll_index = is_p2p(desc.kind) ? 0 : h.coll_index++;
+  f.bytes = op_bytes(desc, h.size);
   f.count = desc.count;
   f.enqueue_ns = static_cast<uint64_t>(enqueue_ns);
   f.start_ns = static_cast<uint64_t>(start_ns);
@@ -92,22 +97,23 @@ __attribute__((hot)) void CommMonitor::on_start(const OpDesc& desc, uint64_t seq
   f.redop = static_cast<uint8_t>(desc.op);
   f.path = static_cast<uint8_t>(path);
   f.root = desc.root;
-  record_ = ring_->begin(f);
+  h.seq = seq;
+  h.packed = h.ring.begin(h.next++, f);  // never 0: its state is kRunning
 }
 
 __attribute__((hot)) void CommMonitor::on_finish(const Status& status, int64_t end_ns) {
-  if (record_ == UINT64_MAX) return;
+  Hot& h = hot_;
+  if (h.packed == 0) return;
   const bool failed = !status.ok();
-  ring_->finish(record_, static_cast<uint64_t>(end_ns), failed ? OpState::kFailed : OpState::kDone,
+  h.ring.finish(h.next - 1, h.packed, static_cast<uint64_t>(end_ns), failed ? OpState::kFailed : OpState::kDone,
                 static_cast<uint16_t>(status.code()));
-  finished_seq_.store(seq_, std::memory_order_relaxed);
-  const uint64_t uncounted = record_ + 1 - counted_.load(std::memory_order_relaxed);
-  record_ = UINT64_MAX;
+  h.packed = 0;
+  finished_seq_.store(h.seq, std::memory_order_relaxed);
   if (failed && !failed_) {
     ring_->mark_failed(status.message());
     failed_ = true;
   }
-  if (uncounted >= help_at_) help_aggregate();
+  if (h.next % kCheckEvery == 0 && h.next - counted_.load(std::memory_order_relaxed) >= h.help_at) help_aggregate();
 }
 
 // The counting is behind by half the ring (the monitor's thread held off, or slower than a writer of sub-100 ns
@@ -264,7 +270,7 @@ DeviceOps* CommMonitor::attach_device(std::shared_ptr<DeviceOpSource> source, co
   const MonitorSetup& s = setup_;
   RingIdentity who{s.rank, s.size, s.generation, s.hosts[static_cast<size_t>(s.rank)], s.comm, transport};
   const std::string file = k.flight_dir.empty() ? std::string() : flight_file(s, "-dev");
-  const size_t want = capacity > 0 ? capacity : static_cast<size_t>(std::max<int64_t>(k.monitor_records, 16));
+  const size_t want = capacity > 0 ? capacity : static_cast<size_t>(std::max<int64_t>(k.monitor_records, kMinRecords));
   auto ops = DeviceOps::create(want, who, file);
   if (!ops.ok()) {
     ZW_WARN(kColl, "device operations of communicator '%s' are not recorded: %s", s.comm.c_str(),

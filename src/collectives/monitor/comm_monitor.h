@@ -7,7 +7,8 @@
 // by the communicator's mutex); on_enqueue by any issuing thread; they allocate nothing and take no lock. They write
 // the record only: the aggregates and the straggler window are counted from the finished records by aggregate(),
 // which the monitor's thread calls every 5 ms and readers call before they read (the path of a 4 KiB operation is
-// ~2 µs: 1 % is 20 ns). Should the records not counted fill half the ring, the writer counts them itself.
+// ~2 µs: 1 % is 20 ns). Should the records not counted fill half the ring (looked at every 16 records), the writer
+// counts them itself.
 // Readers (snapshot functions) may run on any thread. service_tick() is called by the service thread only.
 // Device-memory operations of the node-local GPU path have their own records and aggregates (device_ops.h): the
 // engine attaches them at its creation and detaches them when it goes.
@@ -52,7 +53,7 @@ class CommMonitor {
   ~CommMonitor();
 
   // Hot path (see the threading note above).
-  void on_enqueue(uint64_t seq) { ring_->note_enqueued(seq); }
+  void on_enqueue(uint64_t seq) { enqueued_->store(seq, std::memory_order_relaxed); }
   // Times are steady-clock (CLOCK_MONOTONIC) ns read by the caller, which needs them anyway (Work::timing()).
   void on_start(const OpDesc& desc, uint64_t seq, int64_t enqueue_ns, int64_t start_ns,
                 PathKind path = PathKind::kHost);
@@ -111,8 +112,25 @@ class CommMonitor {
   void judge_ready_windows();
   std::string window_key(uint64_t window, int rank) const;
 
+  // Writer state (token holder): everything on_start and on_finish load, on one line of its own.
+  struct alignas(64) Hot {
+    RingWriter ring;          // where the records go
+    uint64_t next = 0;        // records begun so far (the ring header's `written`, which is only stored)
+    uint64_t seq = 0;         // sequence number of the running operation
+    uint64_t coll_index = 0;  // collectives started so far
+    uint64_t packed = 0;      // the running operation's packed fields; 0: none running
+    uint32_t help_at = 0;     // records not yet counted at which the writer counts them itself (half the ring),
+                              // looked at every kCheckEvery records (counted_ lies on the counting thread's line)
+    int32_t size = 1;         // world size
+  };
+  static_assert(sizeof(Hot) == 64, "CommMonitor::Hot is one cache line");
+  // At most help_at + kCheckEvery - 1 records wait uncounted: less than the smallest ring (kMinRecords).
+  static constexpr uint64_t kCheckEvery = 16, kMinRecords = 64;
+  static_assert(kMinRecords / 2 + kCheckEvery - 1 < kMinRecords);
+  Hot hot_;
   MonitorSetup setup_;
   std::unique_ptr<RecordRing> ring_;
+  std::atomic<uint64_t>* enqueued_ = nullptr;  // the ring header's last_enqueued (on_enqueue: any issuing thread)
   // Device path: records (kept after detach, for the dump) and their completion source (guarded by device_mutex_,
   // which only consumers take).
   std::unique_ptr<DeviceOps> device_ops_;
@@ -120,15 +138,10 @@ class CommMonitor {
   std::mutex device_mutex_;
   std::shared_ptr<DeviceOpSource> device_source_;
   PeerLinks links_;
-  // Writer state (token holder).
-  uint64_t record_ = UINT64_MAX;  // ring index of the running operation
-  uint64_t seq_ = 0;              // its sequence number
-  uint64_t coll_index_ = 0;       // collectives started so far
-  uint64_t help_at_ = 0;          // records not yet counted at which the writer counts them itself (half the ring)
-  bool failed_ = false;           // the ring is marked failed
+  bool failed_ = false;  // the ring is marked failed (writer)
   std::atomic<uint64_t> finished_seq_{0};
-  // Counting (aggregate(); under count_mutex_, whichever thread holds it), on lines of its own: the writer's state above
-  // is touched by every operation.
+  // Counting (aggregate(); under count_mutex_, whichever thread holds it), on lines of its own: the writer's line is
+  // touched by every operation.
   alignas(64) mutable std::mutex count_mutex_;
   mutable OpStats stats_;
   mutable std::atomic<uint64_t> counted_{0};  // records counted (ring indices below it)

@@ -31,6 +31,22 @@ struct RingIdentity {
   std::string transport;
 };
 
+// What writing a record touches: the writer of the host path keeps a copy of it on its own line (CommMonitor), so that
+// an operation's hooks load that one line and store into the ring, without loading the ring object and its header
+// first — between two operations a rank waits for its peers and the lines go cold (bench/monitor/hook_cost.cc,
+// cold-l2). The writer counts the records itself: header->written is stored, never loaded.
+struct RingWriter {
+  RingHeader* header = nullptr;
+  RecordSlot* slots = nullptr;
+  unsigned capacity_log2 = 0;
+
+  // Starts record `index` (state kRunning); returns the packed fields it wrote, for finish().
+  inline uint64_t begin(uint64_t index, const OpFields& f) const;
+  // Completes record `index`, begun with `packed` (the arguments as RecordRing::finish's).
+  inline void finish(uint64_t index, uint64_t packed, uint64_t end_ns, OpState state, uint16_t status,
+                     uint64_t start_ns = 0, uint8_t flags = 0) const;
+};
+
 class RecordRing {
  public:
   // A ring of `capacity` records (rounded up to a power of two, at least 16). With `file` non-empty the ring is a
@@ -62,6 +78,8 @@ class RecordRing {
   enum class Read { kFinished, kUnfinished, kGone };
   Read read_finished(uint64_t index, OpFields* out) const;
 
+  // The writer's view (see RingWriter); begin/finish below go through it.
+  RingWriter writer() const { return RingWriter{header_, slots_, capacity_log2_}; }
   const RingHeader& header() const { return *header_; }
   size_t capacity() const { return capacity_; }
   const std::string& file() const { return file_; }
@@ -95,13 +113,13 @@ inline void unpack_fields(uint64_t p, OpFields* f) {
   f->path = uint8_t(p >> 56);
 }
 
-// The writer's two calls, inline: they run on every operation's path.
-inline uint64_t RecordRing::begin(const OpFields& f) {
-  const uint64_t index = header_->written.load(std::memory_order_relaxed);
-  RecordSlot& s = slots_[index & (capacity_ - 1)];
+// The writer's calls, inline: they run on every operation's path.
+inline uint64_t RingWriter::begin(uint64_t index, const OpFields& f) const {
+  const uint64_t mask = (uint64_t{1} << capacity_log2) - 1;
+  RecordSlot& s = slots[index & mask];
   // The slot's version without reading it (the load of a line last touched `capacity` operations ago stalled the
   // writer): round r of a slot writes 4r+1..4r+2 here and 4r+3..4r+4 in finish(), always above the last round's.
-  const uint64_t v = (index >> capacity_log2_) << 2;
+  const uint64_t v = (index >> capacity_log2) << 2;
   s.version.store(v + 1, std::memory_order_relaxed);  // odd: readers skip the slot
   std::atomic_thread_fence(std::memory_order_release);
   s.seq.store(f.seq, std::memory_order_relaxed);
@@ -111,35 +129,46 @@ inline uint64_t RecordRing::begin(const OpFields& f) {
   s.enqueue_ns.store(f.enqueue_ns, std::memory_order_relaxed);
   s.start_ns.store(f.start_ns, std::memory_order_relaxed);
   s.end_ns.store(0, std::memory_order_relaxed);
-  const uint64_t state = uint64_t(OpState::kRunning) << 32;
-  s.packed.store((pack_fields(f) & ~(uint64_t{0xFFFFFF} << 32)) | state, std::memory_order_relaxed);
+  const uint64_t packed = (pack_fields(f) & ~(uint64_t{0xFFFFFF} << 32)) | uint64_t(OpState::kRunning) << 32;
+  s.packed.store(packed, std::memory_order_relaxed);
   s.root.store(f.root, std::memory_order_relaxed);
   s.flags.store(0, std::memory_order_relaxed);
   s.version.store(v + 2, std::memory_order_release);
-  header_->written.store(index + 1, std::memory_order_release);
-  header_->heartbeat_ns.store(f.start_ns, std::memory_order_relaxed);
+  header->written.store(index + 1, std::memory_order_release);
+  header->heartbeat_ns.store(f.start_ns, std::memory_order_relaxed);
   // The next operation's slot, for writing: it is fetched while this operation runs, not when the next one begins
   // (a slot is touched once per `capacity` operations, so it is rarely still cached).
-  const char* next = reinterpret_cast<const char*>(&slots_[(index + 1) & (capacity_ - 1)]);
+  const char* next = reinterpret_cast<const char*>(&slots[(index + 1) & mask]);
   __builtin_prefetch(next, 1);
   __builtin_prefetch(next + 64, 1);
-  return index;
+  return packed;
 }
 
-inline void RecordRing::finish(uint64_t index, uint64_t end_ns, OpState state, uint16_t status, uint64_t start_ns,
-                               uint8_t flags) {
-  RecordSlot& s = slots_[index & (capacity_ - 1)];
-  const uint64_t v = ((index >> capacity_log2_) << 2) + 2;
+inline void RingWriter::finish(uint64_t index, uint64_t packed, uint64_t end_ns, OpState state, uint16_t status,
+                               uint64_t start_ns, uint8_t flags) const {
+  RecordSlot& s = slots[index & ((uint64_t{1} << capacity_log2) - 1)];
+  const uint64_t v = ((index >> capacity_log2) << 2) + 2;
   s.version.store(v + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   s.end_ns.store(end_ns, std::memory_order_relaxed);
   if (start_ns != 0) s.start_ns.store(start_ns, std::memory_order_relaxed);
   if (flags != 0) s.flags.store(flags, std::memory_order_relaxed);
-  uint64_t packed = s.packed.load(std::memory_order_relaxed);
   packed = (packed & ~(uint64_t{0xFFFFFF} << 32)) | uint64_t(state) << 32 | uint64_t(status) << 40;
   s.packed.store(packed, std::memory_order_relaxed);
   s.version.store(v + 2, std::memory_order_release);
-  header_->heartbeat_ns.store(end_ns, std::memory_order_relaxed);
+  header->heartbeat_ns.store(end_ns, std::memory_order_relaxed);
+}
+
+inline uint64_t RecordRing::begin(const OpFields& f) {
+  const uint64_t index = header_->written.load(std::memory_order_relaxed);
+  writer().begin(index, f);
+  return index;
+}
+
+inline void RecordRing::finish(uint64_t index, uint64_t end_ns, OpState state, uint16_t status, uint64_t start_ns,
+                               uint8_t flags) {
+  const uint64_t packed = slots_[index & (capacity_ - 1)].packed.load(std::memory_order_relaxed);
+  writer().finish(index, packed, end_ns, state, status, start_ns, flags);
 }
 
 }  // namespace zw::internal::monitor
