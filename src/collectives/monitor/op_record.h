@@ -10,12 +10,13 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 namespace zw::internal::monitor {
 
 inline constexpr char kRingMagic[8] = {'Z', 'W', 'F', 'L', 'I', 'G', 'H', 'T'};
-inline constexpr uint32_t kRingVersion = 1;
+inline constexpr uint32_t kRingVersion = 2;  // 2: last_enqueued moved off the writer's lines
 
 // Where an operation is in its life.
 enum class OpState : uint8_t { kEmpty = 0, kRunning = 1, kDone = 2, kFailed = 3 };
@@ -78,15 +79,21 @@ struct RingHeader {
   uint64_t realtime_ns;                 // CLOCK_REALTIME at creation ...
   uint64_t monotonic_ns;                // ... and CLOCK_MONOTONIC at the same moment
   std::atomic<uint64_t> written;        // records started so far (the next slot is written % capacity)
-  std::atomic<uint64_t> last_enqueued;  // sequence number of the last operation issued
+  uint64_t unused;                      // version 1's last_enqueued (0)
   std::atomic<uint64_t> failed;         // 1 once the communicator failed (reason below)
   std::atomic<uint64_t> heartbeat_ns;   // CLOCK_MONOTONIC of the last record written
   char host[64];                        // this host
   char comm[64];                        // communicator name
   char transport[16];                   // transport name
   char reason[256];                     // the first failure, as its error message (truncated)
-  char pad[24];
+  // Sequence number of the last operation issued, stored by the issuing thread: on a line that the writer of the
+  // records (often another thread) does not store into on every operation, as it does into `written` and
+  // `heartbeat_ns` (version 2; at offset 64 in version 1).
+  std::atomic<uint64_t> last_enqueued;
+  char pad[16];
 };
 static_assert(sizeof(RingHeader) == 512, "RingHeader is a file format of 512 bytes");
+static_assert(offsetof(RingHeader, last_enqueued) == 488 && offsetof(RingHeader, heartbeat_ns) == 80,
+              "last_enqueued has a cache line apart from written and heartbeat_ns");
 
 }  // namespace zw::internal::monitor

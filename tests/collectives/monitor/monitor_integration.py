@@ -245,6 +245,10 @@ def flight(zwrun, probe, zw_flight, transport, mode):
         r2 = comm["ranks"]["2"]
         if r2["last_done"]["coll_index"] != 19 or r2["running"] is not None:
             fail(f"rank 2's records: {r2}")
+        for r, s in comm["ranks"].items():  # the header's issue counter, read from where this version keeps it
+            last = s["running"] or s["failed_in"] or s["last_done"]
+            if not last or s["issued"] < last["seq"] or s["issued"] > last["seq"] + 1:
+                fail(f"rank {r} issued {s['issued']} operations, but its last record is {last}")
         for r in ("0", "1"):
             s = comm["ranks"][r]
             # Blocked in collective 20 when zwrun stopped the job, or failed in it (timeout, dead peer).
