@@ -237,7 +237,7 @@ Status Rendezvous::send(int peer, const RegBuf& src, size_t offset, size_t bytes
   auto& ep = endpoints_[peer];
   if (bytes == 0 || is_eager(bytes)) {
     if (bytes != 0) ZW_TRY(send_eager(peer, src, offset, bytes, tag));
-    if (links_ && bytes != 0) links_->sent(peer, bytes);
+    if (bytes != 0) count_sent(peer, bytes);
     if (ticket) *ticket = ep->writes_posted();
     return Status();
   }
@@ -254,9 +254,25 @@ Status Rendezvous::send(int peer, const RegBuf& src, size_t offset, size_t bytes
   Status s = ep->write(*src.mr, offset, it->key_bytes(), it->offset, bytes, notify_value(tag));
   list.erase(it);
   if (!s.ok()) return explain(Status(s.code(), "write to " + describe(peer) + " failed: " + s.message()));
-  if (links_) links_->sent(peer, bytes);
+  count_sent(peer, bytes);
   if (ticket) *ticket = ep->writes_posted();
   return Status();
+}
+
+void Rendezvous::set_peer_links(monitor::PeerLinks* links) { links_ = links ? links->counters() : nullptr; }
+
+void Rendezvous::count_sent(int peer, uint64_t bytes) {
+  if (links_) links_[peer].sent_bytes.store(state_[peer].sent_bytes += bytes, std::memory_order_relaxed);
+}
+
+void Rendezvous::count_received(int peer, uint64_t bytes, uint64_t blocked_ns) {
+  if (!links_) return;
+  PeerState& st = state_[peer];
+  monitor::PeerLinks::Link& l = links_[peer];
+  l.received_bytes.store(st.received_bytes += bytes, std::memory_order_relaxed);
+  if (blocked_ns == 0) return;
+  l.wait_ns.store(st.wait_ns += blocked_ns, std::memory_order_relaxed);
+  l.waits.store(++st.waits, std::memory_order_relaxed);
 }
 
 Status Rendezvous::wait_recv(int peer, uint64_t tag, size_t bytes) {
@@ -266,7 +282,7 @@ Status Rendezvous::wait_recv(int peer, uint64_t tag, size_t bytes) {
   auto arrived = [&] { return std::find(list.begin(), list.end(), want) != list.end(); };
   uint64_t blocked = 0;
   ZW_TRY(wait_for(peer, "data", tag, arrived, /*local=*/false, links_ ? &blocked : nullptr));
-  if (links_) links_->received(peer, bytes, blocked);
+  count_received(peer, bytes, blocked);
   list.erase(std::find(list.begin(), list.end(), want));
   return Status();
 }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "collectives/buffers.h"
+#include "collectives/monitor/peer_links.h"
 #include "collectives/op_desc.h"
 #include "common/clock.h"
 #include "transport/transport.h"
@@ -37,9 +38,6 @@
 
 namespace zw::internal {
 struct OpWire;  // rendezvous_wire.h
-namespace monitor {
-class PeerLinks;  // collectives/monitor/peer_links.h
-}
 
 // 40-bit tag: phase (2 bits) | step (18 bits) | chunk (20 bits).
 inline uint64_t make_tag(unsigned phase, unsigned step, uint64_t chunk) {
@@ -130,7 +128,7 @@ class Rendezvous {
   // The transport's name ("shm", "tcp", ...), for algorithms that suit one transport only.
   const char* transport_name() const { return transport_.name(); }
   // Per-peer byte and wait counters to update (the communicator's monitor), or null.
-  void set_peer_links(monitor::PeerLinks* links) { links_ = links; }
+  void set_peer_links(monitor::PeerLinks* links);
 
  private:
   struct Cts {
@@ -166,6 +164,8 @@ class Rendezvous {
     std::vector<std::pair<uint64_t, std::string>> refusals;  // operations ahead that the peer refused, and why
     bool aborted = false;                                    // the peer sent ABORT: it sends nothing more (drain.cc)
     std::vector<int> lost;  // the ranks its ABORT said it had lost
+    // Running totals of the monitor's link counters (links_), which are only stored (peer_links.h).
+    uint64_t sent_bytes = 0, received_bytes = 0, wait_ns = 0, waits = 0;
     uint64_t seen_seq = 0;  // the last collective this peer's messages belonged to (blame.cc)
     OpDesc seen_desc;
   };
@@ -235,7 +235,9 @@ class Rendezvous {
   EagerConfig eager_;
   RegBuf inbox_;
   std::vector<std::vector<std::byte>> peer_inbox_keys_;
-  monitor::PeerLinks* links_ = nullptr;  // per-peer counters (monitoring), or null
+  monitor::PeerLinks::Link* links_ = nullptr;  // per-peer counters (monitoring), or null
+  void count_sent(int peer, uint64_t bytes);
+  void count_received(int peer, uint64_t bytes, uint64_t blocked_ns);
   int waiting_peer_ = -1;                // what the current wait is for (blame.cc)
   const char* waiting_what_ = "";
   std::shared_ptr<Store> blame_store_;

@@ -2,8 +2,10 @@
 // and received from it, and how long it was blocked waiting for data from it (only waits that found the data
 // missing are timed, so data already there costs no clock read).
 //
-// Threading: written by the rendezvous' user (the communicator's run-token holder, one at a time) with relaxed loads
-// and stores; read by any thread. Non-goals: control messages, per-chunk latency distributions.
+// Threading: one writer, the communicator's rendezvous (run by the run-token holder, one at a time). It keeps the
+// running totals beside its own per-peer state, which every transfer touches anyway, and stores them here: stores
+// only, so that a transfer never waits for a counter's line, which went cold while the rank waited for its peers.
+// Read by any thread. Non-goals: control messages, per-chunk latency distributions.
 #pragma once
 
 #include <atomic>
@@ -24,21 +26,10 @@ class PeerLinks {
   explicit PeerLinks(int size) : size_(size), links_(new Link[static_cast<size_t>(size)]) {}
   int size() const { return size_; }
   const Link& link(int peer) const { return links_[static_cast<size_t>(peer)]; }
-
-  void sent(int peer, uint64_t bytes) { bump(links_[static_cast<size_t>(peer)].sent_bytes, bytes); }
-  // `blocked_ns` 0: the data was there (not counted as a wait).
-  void received(int peer, uint64_t bytes, uint64_t blocked_ns) {
-    Link& l = links_[static_cast<size_t>(peer)];
-    bump(l.received_bytes, bytes);
-    if (blocked_ns == 0) return;
-    bump(l.wait_ns, blocked_ns);
-    bump(l.waits, 1);
-  }
+  // The writer's view: the counters, indexed by peer.
+  Link* counters() { return links_.get(); }
 
  private:
-  static void bump(std::atomic<uint64_t>& a, uint64_t by) {
-    a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
-  }
   int size_;
   std::unique_ptr<Link[]> links_;
 };
