@@ -13,6 +13,7 @@
 //   direct_all_to_all    every block straight to its rank, chunked
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -34,6 +35,13 @@ class BlockLayout {
   size_t bytes(int b) const { return offsets_[b + 1] - offsets_[b]; }
   size_t total() const { return offsets_.back(); }
   size_t max_block() const;
+  // Slice `it` of block b when blocks are cut in `chunk`-byte slices: [offset, offset + *len) of the whole vector
+  // (len 0 past a short block's end). The pipelined algorithms' iteration `it` handles slice `it` of every block.
+  size_t slice(int b, size_t it, size_t chunk, size_t* len) const {
+    const size_t begin = std::min(bytes(b), it * chunk);
+    *len = std::min(bytes(b) - begin, chunk);
+    return offset(b) + begin;
+  }
 
  private:
   std::vector<size_t> offsets_;  // blocks()+1 entries; block b is [offsets_[b], offsets_[b+1])

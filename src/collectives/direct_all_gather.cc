@@ -19,7 +19,6 @@
 // through that peer's iteration `it`: the sends never wait for a receive that is not coming.
 #include "collectives/direct_all_gather.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "common/knobs.h"
@@ -97,12 +96,8 @@ class DirectGather final : public ReduceScatterHook {
 
  private:
   static uint64_t tag(size_t it) { return make_tag(kPhaseGather, kDirectStep, it); }
-  // Slice `it` of block b, as the reduce-scatter cuts it: [offset, offset + len) of the whole vector.
-  size_t slice(int b, size_t it, size_t* len) const {
-    const size_t begin = std::min(layout_.bytes(b), it * chunk_);
-    *len = std::min(layout_.bytes(b) - begin, chunk_);
-    return layout_.offset(b) + begin;
-  }
+  // Slice `it` of block b, as the reduce-scatter cuts it.
+  size_t slice(int b, size_t it, size_t* len) const { return layout_.slice(b, it, chunk_, len); }
 
   OpContext& ctx_;
   BufRef out_;

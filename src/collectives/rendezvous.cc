@@ -317,8 +317,12 @@ Status Rendezvous::on_abort(int peer, std::span<const std::byte> payload) {
 
 std::vector<int> Rendezvous::lost_ranks() {
   std::vector<int> lost;
+  std::vector<bool> listed(state_.size(), false);
   const auto add = [&](int p) {
-    if (p != rank_ && std::find(lost.begin(), lost.end(), p) == lost.end()) lost.push_back(p);
+    if (p != rank_ && !listed[static_cast<size_t>(p)]) {
+      listed[static_cast<size_t>(p)] = true;
+      lost.push_back(p);
+    }
   };
   std::string why;
   for (size_t p = 0; p < state_.size(); ++p)

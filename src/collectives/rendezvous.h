@@ -174,6 +174,9 @@ class Rendezvous {
   // those that aborting peers said they lost (a peer that aborted is not lost: it said why it stopped).
   std::vector<int> lost_ranks();
   Status on_abort(int peer, std::span<const std::byte> payload);
+  // The monitor's link counters (links_), when set: running totals in PeerState, stored into the counters.
+  void count_sent(int peer, uint64_t bytes);
+  void count_received(int peer, uint64_t bytes, uint64_t blocked_ns);
   bool is_eager(size_t bytes) const { return eager_.bytes > 0 && bytes <= eager_.bytes; }
   Status post_eager(int peer, std::byte* dst, size_t bytes, uint64_t tag);
   Status send_eager(int peer, const RegBuf& src, size_t offset, size_t bytes, uint64_t tag);
@@ -236,8 +239,6 @@ class Rendezvous {
   RegBuf inbox_;
   std::vector<std::vector<std::byte>> peer_inbox_keys_;
   monitor::PeerLinks::Link* links_ = nullptr;  // per-peer counters (monitoring), or null
-  void count_sent(int peer, uint64_t bytes);
-  void count_received(int peer, uint64_t bytes, uint64_t blocked_ns);
   int waiting_peer_ = -1;                // what the current wait is for (blame.cc)
   const char* waiting_what_ = "";
   std::shared_ptr<Store> blame_store_;

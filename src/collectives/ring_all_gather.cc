@@ -24,12 +24,7 @@ Status ring_all_gather(OpContext& ctx, const BufRef& out, const BlockLayout& lay
     return Status(Code::kInvalidArgument, "all_gather block of " + std::to_string(layout.max_block()) +
                                               " bytes needs more than 2^20 chunks: raise ZW_CHUNK_BYTES");
 
-  // Slice `it` of block b: [offset, offset+len) of the whole vector (len may be 0 for short blocks).
-  auto slice = [&](int b, size_t it, size_t* len) {
-    size_t begin = std::min(layout.bytes(b), it * chunk);
-    *len = std::min(layout.bytes(b) - begin, chunk);
-    return layout.offset(b) + begin;
-  };
+  auto slice = [&](int b, size_t it, size_t* len) { return layout.slice(b, it, chunk, len); };
   auto recv_block = [&](size_t step) { return static_cast<int>((r + 2 * n - 1 - step) % n); };
   size_t posted = 0;
   auto top_up = [&](size_t upto) -> Status {

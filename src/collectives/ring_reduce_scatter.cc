@@ -69,11 +69,7 @@ class RingReduceScatter {
   int block_sent_at(size_t s) const { return static_cast<int>((r_ + 2 * n_ - 1 - s) % n_); }
   int block_received_at(size_t s) const { return static_cast<int>((r_ + 2 * n_ - 2 - s) % n_); }
 
-  size_t slice(int b, size_t it, size_t* len) const {
-    size_t begin = std::min(layout_.bytes(b), it * chunk_);
-    *len = std::min(layout_.bytes(b) - begin, chunk_);
-    return layout_.offset(b) + begin;
-  }
+  size_t slice(int b, size_t it, size_t* len) const { return layout_.slice(b, it, chunk_, len); }
 
   // Posts receives into free slots: item k may use slot k % slots once item k - slots was consumed and
   // its forwarded write finished.
