@@ -428,6 +428,10 @@ Result<Work> GpuComm::issue(const OpDesc& desc, const CollectiveOptions& o, bool
   }
   DeviceScope scope(device_);
   ZW_TRY(scope.status());
+  // Every operation runs after the one before, whatever the stream (the monitor's records rely on it too).
+  auto stream = static_cast<cudaStream_t>(o.stream);
+  if (last_event_ && last_stream_ != stream)
+    ZW_TRY(cuda_status(cudaStreamWaitEvent(stream, *last_event_, 0), "ordering after the previous GPU collective"));
   if (size_ == 1) return issue_alone(desc, o, slot);
   const uint64_t seq = ++seq_;
   const size_t es = dtype_size(desc.dtype);
@@ -452,9 +456,6 @@ Result<Work> GpuComm::issue(const OpDesc& desc, const CollectiveOptions& o, bool
   for (int p = 0; p < size_; ++p) args.peers[p] = ipc.peer(p).signals;
   args.status = ipc.host_status_device();
   if (!ring) ZW_TRY(build(desc, o, peers, &args));
-  auto stream = static_cast<cudaStream_t>(o.stream);
-  if (last_event_ && last_stream_ != stream)
-    ZW_TRY(cuda_status(cudaStreamWaitEvent(stream, *last_event_, 0), "ordering after the previous GPU collective"));
   ZW_TRY(recorder_.mark_start(slot, stream));
   if (ring) {
     RingArgs ra;

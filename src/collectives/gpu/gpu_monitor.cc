@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "collectives/comm_impl.h"
 #include "collectives/gpu/gpu_comm.h"
@@ -83,13 +84,26 @@ void GpuOpTimer::refresh() {
   }
 }
 
+bool GpuOpTimer::reached(size_t slot, uint64_t) {
+  DeviceScope scope(device_);
+  const cudaError_t q = timed_[slot]  ? cudaEventQuery(end_[slot])
+                        : done_[slot] ? cudaEventQuery(*done_[slot])
+                                      : cudaSuccess;
+  if (q == cudaErrorNotReady) return false;
+  if (q != cudaSuccess && device_error_ == cudaSuccess) device_error_ = q;
+  return true;
+}
+
+// An operation the device finished (reached() said so of it or of a later one): nothing to ask the device about an
+// untimed one; a timed one's times from its events. An error reached() saw fails every record of that pass, as
+// CUDA's sticky errors would have answered each one's own query.
 monitor::DeviceCompletion GpuOpTimer::completion(size_t slot, uint64_t seq) {
   using State = monitor::DeviceCompletion::State;
   monitor::DeviceCompletion c;
-  DeviceScope scope(device_);
   const bool timed = timed_[slot] != 0;
-  const cudaError_t q = timed ? cudaEventQuery(end_[slot]) : done_[slot] ? cudaEventQuery(*done_[slot]) : cudaSuccess;
-  if (q == cudaErrorNotReady) return c;
+  std::optional<DeviceScope> scope;
+  if (timed) scope.emplace(device_);
+  const cudaError_t q = device_error_;
   const uint64_t seen = now_ns();
   c.state = State::kDone;
   if (q != cudaSuccess) {

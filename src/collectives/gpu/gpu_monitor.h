@@ -20,6 +20,10 @@
 //
 // Issuing path: one clock read, the record's fields, two cudaEventRecord calls (timed) or a shared_ptr copy (not); no
 // lock, no allocation.
+// Consumer: the engine runs its operations in order (device_ops.h), so a pass asks CUDA about a few events (the
+// newest, then a bisection) and none about the records before the last one reached, instead of one query per record
+// (~1,000 per 5 ms pass at back-to-back small operations; with them the records cost the issuing thread 1-2 µs per
+// small call at the default sampling, without them 0.1-0.3 µs: docs/PERF.md, "the device records' cost").
 // Threading: begin/mark/commit on the issuing thread; DeviceOpSource calls on the monitor's consumer.
 // Non-goals: per-kernel breakdown (one span per operation), the staged path (its host chunks are host records).
 #pragma once
@@ -62,6 +66,7 @@ class GpuOpTimer final : public monitor::DeviceOpSource {
   }
 
   void refresh() override;
+  bool reached(size_t slot, uint64_t seq) override;
   monitor::DeviceCompletion completion(size_t slot, uint64_t seq) override;
 
  private:
@@ -78,6 +83,7 @@ class GpuOpTimer final : public monitor::DeviceOpSource {
   int current_ = -1;                            // index of the valid anchor (-1: none yet)
   uint64_t anchor_ns_ = 0;                      // its CLOCK_MONOTONIC time
   uint64_t anchored_at_ns_ = 0;                 // when it was taken
+  cudaError_t device_error_ = cudaSuccess;      // the first error reached() saw (CUDA's errors are sticky)
 };
 
 // What GpuComm holds: the records, and the timer that completes them.

@@ -85,12 +85,38 @@ void DeviceOps::finish(uint64_t index, const Pending& p, uint64_t start_ns, uint
              state == OpState::kFailed, timed);
 }
 
+uint64_t DeviceOps::reached_until(DeviceOpSource& source, uint64_t from, uint64_t committed) const {
+  // Bisection over [lo, hi): every record before lo is reached, none from hi on. The first probe is the newest
+  // record, which settles the common case (the device caught up between two passes) with one query.
+  uint64_t lo = from, hi = committed;
+  bool newest = true;
+  while (lo < hi) {
+    const uint64_t mid = newest ? hi - 1 : lo + (hi - lo) / 2;
+    newest = false;
+    uint64_t j = mid + 1;  // the record at or below mid to ask about: one that reached the device
+    while (j > lo && pending_[static_cast<size_t>((j - 1) & (ring_->capacity() - 1))].issue_code != 0) --j;
+    if (j == lo) {  // [lo, mid] were all refused at issue
+      lo = mid + 1;
+      continue;
+    }
+    const uint64_t probe = j - 1;
+    const size_t slot = static_cast<size_t>(probe & (ring_->capacity() - 1));
+    if (source.reached(slot, pending_[slot].seq))
+      lo = mid + 1;  // and (probe, mid] were refused at issue
+    else
+      hi = probe;
+  }
+  return lo;
+}
+
 size_t DeviceOps::consume(DeviceOpSource& source) {
   const uint64_t committed = committed_.load(std::memory_order_acquire);
   uint64_t i = finished_.load(std::memory_order_relaxed);
   const uint64_t first = i;
-  if (i < committed) source.refresh();
-  for (; i < committed; ++i) {
+  if (i == committed) return 0;
+  source.refresh();
+  const uint64_t reached = reached_until(source, i, committed);
+  for (; i < reached; ++i) {
     const size_t slot = static_cast<size_t>(i & (ring_->capacity() - 1));
     const Pending& p = pending_[slot];
     const uint64_t enq = static_cast<uint64_t>(p.enqueue_ns);
@@ -99,7 +125,7 @@ size_t DeviceOps::consume(DeviceOpSource& source) {
       continue;
     }
     const DeviceCompletion c = source.completion(slot, p.seq);
-    if (c.state == DeviceCompletion::State::kPending) break;
+    if (c.state == DeviceCompletion::State::kPending) break;  // a source that broke the order: ask again next pass
     // The device's times come through a clock anchor with a few µs of error: keep enqueue <= start <= end.
     const uint64_t start = std::max(enq, c.start_ns);
     const uint64_t end = start + (c.end_ns > c.start_ns ? c.end_ns - c.start_ns : 0);

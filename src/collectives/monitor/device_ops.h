@@ -44,13 +44,19 @@ struct DeviceCompletion {
 };
 
 // What the device engine provides: completions of the operations it was told about (slot = ring index modulo the
-// capacity). Called by the consumer only (one at a time).
+// capacity). Called by the consumer only (one at a time). The engine runs its operations in issue order (each is
+// ordered after the one before, whatever the stream), so when the device has reached the end of one it has reached
+// the end of every earlier one: the consumer asks `reached` of a few records (the newest first, then a bisection)
+// rather than one query per record, and asks the completions of the ones before the last reached knowing that.
 class DeviceOpSource {
  public:
   virtual ~DeviceOpSource() = default;
   // Once per consumer pass, before the completions (the CUDA source re-anchors its clock here).
   virtual void refresh() {}
-  // Operation `seq` in `slot`: pending while its end has not been reached on the device.
+  // Whether the device has reached the end of operation `seq` in `slot` (or failed trying): a query, nothing else.
+  virtual bool reached(size_t slot, uint64_t seq) = 0;
+  // Operation `seq` in `slot`, whose end the device reached (reached() said so of it or of a later operation): its
+  // times and status. kPending only from a source that breaks the order (the consumer then asks again later).
   virtual DeviceCompletion completion(size_t slot, uint64_t seq) = 0;
 };
 
@@ -70,6 +76,7 @@ class DeviceOps {
   void commit(size_t slot, const Status& status, int64_t now_ns);
 
   // Consumer: finishes, in issue order, every committed record whose completion `source` reports; returns how many.
+  // Asks `source.reached` about O(log pending) records per call.
   size_t consume(DeviceOpSource& source);
 
   const RecordRing& ring() const { return *ring_; }
@@ -93,6 +100,9 @@ class DeviceOps {
   DeviceOps() = default;
   void finish(uint64_t index, const Pending& p, uint64_t start_ns, uint64_t end_ns, OpState state, uint16_t code,
               bool timed = true);
+  // The end of the committed records [from, committed) that the device has reached: the index after the last one
+  // whose end it reached (records refused at issue have no device side and count as reached).
+  uint64_t reached_until(DeviceOpSource& source, uint64_t from, uint64_t committed) const;
 
   std::unique_ptr<RecordRing> ring_;
   std::unique_ptr<Pending[]> pending_;  // [capacity]

@@ -28,6 +28,11 @@ class ScriptedSource final : public DeviceOpSource {
     std::lock_guard<std::mutex> lock(mutex_);
     done_[seq] = c;
   }
+  bool reached(size_t, uint64_t seq) override {
+    queries.fetch_add(1);
+    std::lock_guard<std::mutex> lock(mutex_);
+    return done_.count(seq) != 0;
+  }
   DeviceCompletion completion(size_t, uint64_t seq) override {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = done_.find(seq);
@@ -35,6 +40,7 @@ class ScriptedSource final : public DeviceOpSource {
   }
   void refresh() override { refreshes.fetch_add(1); }
   std::atomic<int> refreshes{0};
+  std::atomic<int> queries{0};  // reached() calls
 
  private:
   std::mutex mutex_;
@@ -96,7 +102,8 @@ TEST(DeviceOps, RecordsFinishInIssueOrderWithTheDevicesTimes) {
   ASSERT_TRUE(d.ring().running(&cur));  // the last one issued shows as running
   EXPECT_EQ(cur.seq, 3u);
   EXPECT_EQ(cur.path, static_cast<uint8_t>(PathKind::kDevice));
-  // The second completes before the first is known: nothing may finish out of order.
+  // A source that reports the second done before the first breaks the engine's order; nothing finishes out of
+  // order all the same.
   src.complete(2, done_at(2500, 2700));
   EXPECT_EQ(d.consume(src), 0u);
   EXPECT_EQ(d.in_flight(), 3u);
@@ -189,6 +196,65 @@ TEST(DeviceOps, AnOperationRefusedAtIssueOrFailedOnTheDeviceIsRecordedFailed) {
   EXPECT_EQ(d.ring().header().failed.load(), 1u);
   EXPECT_NE(std::string(d.ring().header().reason).find("rank 1 issued all_gather"), std::string::npos);
   EXPECT_EQ(d.stats().cell(static_cast<int>(OpKind::kAllReduce), size_bucket(256)).errors.load(), 2u);
+}
+
+// The device runs the operations in order, so a pass asks about the newest record and then bisects: a handful of
+// queries for a thousand pending records, whichever of them the device has reached; records refused at issue (no
+// device side) neither stop the pass nor get asked about.
+TEST(DeviceOps, APassAsksTheDeviceAboutAFewRecordsNotEveryOne) {
+  auto made = DeviceOps::create(1024, who(), "");
+  ASSERT_TRUE(made.ok());
+  DeviceOps& d = *made.value();
+  ScriptedSource src;
+  constexpr uint64_t kOps = 1000;
+  for (uint64_t s = 1; s <= kOps; ++s) {
+    const size_t slot = d.begin(all_reduce_of(64), DeviceAlgo::kDirect, s, 2, static_cast<int64_t>(10 * s));
+    d.commit(slot, s % 97 == 0 ? Status(Code::kDesync, "refused") : Status(), static_cast<int64_t>(10 * s + 1));
+  }
+  for (uint64_t s = 1; s <= 700; ++s) src.complete(s, done_at(10 * s + 2, 10 * s + 3));
+  EXPECT_EQ(d.consume(src), 700u);
+  EXPECT_LE(src.queries.load(), 14) << "queries for " << kOps << " pending records";
+  EXPECT_EQ(d.in_flight(), kOps - 700);
+  // The device catches up: the newest record alone settles the pass.
+  for (uint64_t s = 701; s <= kOps; ++s) src.complete(s, done_at(10 * s + 2, 10 * s + 3));
+  src.queries = 0;
+  EXPECT_EQ(d.consume(src), kOps - 700);
+  EXPECT_EQ(src.queries.load(), 1);
+  EXPECT_EQ(d.in_flight(), 0u);
+  auto recs = d.ring().snapshot();
+  ASSERT_EQ(recs.size(), kOps);
+  for (size_t i = 0; i < recs.size(); ++i) {
+    const uint64_t s = i + 1;
+    EXPECT_EQ(recs[i].state, static_cast<uint8_t>(s % 97 == 0 ? OpState::kFailed : OpState::kDone)) << s;
+    if (s % 97 != 0) {
+      EXPECT_EQ(recs[i].end_ns, 10 * s + 3) << s;
+    }
+  }
+  // Nothing reached: one query per bisection step, nothing finished.
+  for (uint64_t s = kOps + 1; s <= kOps + 100; ++s)
+    d.commit(d.begin(all_reduce_of(64), DeviceAlgo::kDirect, s, 2, 0), Status(), 0);
+  src.queries = 0;
+  EXPECT_EQ(d.consume(src), 0u);
+  EXPECT_LE(src.queries.load(), 9);
+}
+
+// The newest records refused at issue: they finish (failed) as soon as the operations before them are reached.
+TEST(DeviceOps, RecordsRefusedAtIssueAfterTheLastReachedOneFinishWithIt) {
+  auto made = DeviceOps::create(16, who(), "");
+  ASSERT_TRUE(made.ok());
+  DeviceOps& d = *made.value();
+  ScriptedSource src;
+  d.commit(d.begin(all_reduce_of(64), DeviceAlgo::kDirect, 1, 2, 10), Status(), 0);
+  d.commit(d.begin(all_reduce_of(64), DeviceAlgo::kDirect, 2, 2, 20), Status(Code::kAborted, "gone"), 25);
+  d.commit(d.begin(all_reduce_of(64), DeviceAlgo::kDirect, 3, 2, 30), Status(Code::kAborted, "gone"), 35);
+  EXPECT_EQ(d.consume(src), 0u);  // the first is still running
+  src.complete(1, done_at(12, 15));
+  EXPECT_EQ(d.consume(src), 3u);
+  auto recs = d.ring().snapshot();
+  ASSERT_EQ(recs.size(), 3u);
+  EXPECT_EQ(recs[0].state, static_cast<uint8_t>(OpState::kDone));
+  EXPECT_EQ(recs[2].state, static_cast<uint8_t>(OpState::kFailed));
+  EXPECT_EQ(recs[2].end_ns, 35u);
 }
 
 TEST(DeviceOps, AFullRingCountsTheOperationItLeavesOutAndFreesAsTheDeviceCatchesUp) {
