@@ -5,8 +5,10 @@
 // is reduced with this rank's input in place, and forwarded at the next step. The last step reduces straight
 // into the output. A slot is re-posted only after its forwarded write completed locally, so the sender's
 // data is never overwritten in flight. Step 0 sends from the input itself (no copy). A hook (all_reduce's direct
-// gather) hears of each iteration before it starts and of each slice of the result as it becomes final.
+// gather) hears of each iteration before it starts and of each slice of the result as it becomes final. With
+// ZW_HOST_THREADS > 1 a large chunk's reduction is shared with helper threads (common/helper_pool.h).
 #include "collectives/algorithms.h"
+#include "common/helper_pool.h"
 #include "kernels/reduce.h"
 
 namespace zw::internal {
@@ -46,7 +48,7 @@ class RingReduceScatter {
         off = slice(block_sent_at(s), it, &len);
         ZW_TRY(ctx_.rv.wait_recv(prev, make_tag(kPhaseReduce, s - 1, it), len));
         std::byte* partial = scratch_.at((k % slots_) * chunk_);
-        kernels::reduce(dtype_, op_, partial, partial, in_.at(off), len / elem_);
+        reduce(partial, partial, in_.at(off), len);
         ++consumed_;
         ZW_TRY(ctx_.rv.send(next, scratch_.reg, (k % slots_) * chunk_, len, make_tag(kPhaseReduce, s, it),
                             &tickets_[k % slots_]));
@@ -56,8 +58,7 @@ class RingReduceScatter {
       size_t k = it * steps_ + steps_ - 1;
       off = slice(r_, it, &len);
       ZW_TRY(ctx_.rv.wait_recv(prev, make_tag(kPhaseReduce, steps_ - 1, it), len));
-      kernels::reduce(dtype_, op_, out_.at(off - layout_.offset(r_)), scratch_.at((k % slots_) * chunk_), in_.at(off),
-                      len / elem_);
+      reduce(out_.at(off - layout_.offset(r_)), scratch_.at((k % slots_) * chunk_), in_.at(off), len);
       tickets_[k % slots_] = 0;
       ++consumed_;
       if (hook_) ZW_TRY(hook_->reduced(it, off - layout_.offset(r_), len));
@@ -85,6 +86,12 @@ class RingReduceScatter {
       ZW_TRY(ctx_.rv.post_recv(prev, scratch_.reg, slot * chunk_, len, make_tag(kPhaseReduce, s, it)));
     }
     return Status();
+  }
+
+  // out = a (op) b over `bytes`; a large one shared with the helper threads (ZW_HOST_THREADS, common/helper_pool.h).
+  void reduce(std::byte* out, const std::byte* a, const std::byte* b, size_t bytes) const {
+    HelperPool::instance().split(
+        bytes, 64, [&](size_t o, size_t n) { kernels::reduce(dtype_, op_, out + o, a + o, b + o, n / elem_); });
   }
 
   OpContext& ctx_;

@@ -1,11 +1,13 @@
 // The collective matrix: transport {shm, tcp} × world {1,2,3,4,5,8} × algorithm {ring, tree} × count
 // {0, 1, 7, 1000, 1M+3} × every dtype/op pair, out-of-place and in-place, with eager transfers on (and off
 // for tcp+ring). Outputs are poisoned before every
-// operation and compared element by element with a serial reference. Ranks are threads.
+// operation and compared element by element with a serial reference. Ranks are threads. ctest runs the shm worlds of
+// 2-4 ranks a second time with host copies and reductions shared with helper threads (ZW_HOST_THREADS=3).
 #include <gtest/gtest.h>
 
 #include <tuple>
 
+#include "common/helper_pool.h"
 #include "tests/collectives/harness.h"
 #include "transport/transport.h"
 
@@ -225,6 +227,32 @@ TEST_P(CollectiveTest, ManyOperationsInFlight) {
       expect_reduced(out[k], 0, DataType::kFloat32, ReduceOp::kSum, n, k, kCount, "all_reduce in flight", r);
     }
   });
+}
+
+// With ZW_HOST_THREADS > 1 (ctest's zw_collectives_host_threads_test runs this file's shm worlds of 2-4 ranks with 3
+// threads and a 16 KiB split, so that the matrix above checks every result of shared copies and reductions), a large
+// all-reduce over shm shares its work with the helper threads: this checks that they took part.
+TEST(HostThreads, ALargeAllReduceOverShmSharesItsCopiesAndReductions) {
+  internal::HelperPool& pool = internal::HelperPool::instance();
+  if (pool.threads() == 1)
+    GTEST_SKIP() << "ZW_HOST_THREADS is 1 in this run; ctest's zw_collectives_host_threads_test runs it with 3";
+  const uint64_t before = pool.shared_jobs();
+  CommConfig c;
+  c.transport = "shm";
+  c.algo = "ring";
+  c.timeout_s = 60;
+  constexpr size_t kCount = size_t{1} << 20;
+  run_ranks(2, c, [&](int r, Communicator& comm) {
+    std::vector<uint8_t> in(kCount * 4), out(kCount * 4, kPoison);
+    fill_input(in, DataType::kFloat32, ReduceOp::kSum, r, kCount);
+    CollectiveOptions o{MemRef::host(in.data(), in.size()), MemRef::host(out.data(), out.size()), kCount,
+                        DataType::kFloat32, ReduceOp::kSum};
+    auto work = all_reduce(comm, o);
+    ASSERT_TRUE(work.ok()) << work.status().to_string();
+    ASSERT_TRUE(work->wait().ok()) << work->wait().to_string();
+    expect_reduced(out, 0, DataType::kFloat32, ReduceOp::kSum, 2, 0, kCount, "all_reduce", r);
+  });
+  EXPECT_GT(pool.shared_jobs(), before) << "no copy or reduction of a 4 MiB all-reduce was shared";
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {

@@ -9,9 +9,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "common/clock.h"
+#include "common/helper_pool.h"
 #include "common/knobs.h"
 #include "common/log.h"
 #include "transport/shm/shm_memory_region.h"
@@ -140,7 +142,12 @@ Status ShmEndpoint::write(const MemoryRegion& local, size_t local_offset, std::s
   // push()'s release store of the ring tail, which the peer's poll() reads with acquire before it reports the
   // notify. Writes that fit one ring slot stay inline: one message either way.
   if (std::byte* arena = bytes > kInlineWriteMax && key->has_arena() ? mapped_target(*key) : nullptr) {
-    copy_into_arena(arena + key->arena_offset + remote_offset, src.data() + local_offset, bytes);
+    std::byte* to = arena + key->arena_offset + remote_offset;
+    const std::byte* from = src.data() + local_offset;
+    // A large write is shared with the helper threads (ZW_HOST_THREADS): each part fences its own streaming stores
+    // before it counts itself done, which this thread waits for before push() publishes the notify.
+    internal::HelperPool::instance().split(bytes, 64,
+                                           [&](size_t o, size_t n) { copy_into_arena(to + o, from + o, n); });
     ++mapped_writes_;
   } else if (bytes > 0 && bytes <= kInlineWriteLimit) {
     // Small writes travel inside ring slots (up to kInlineWriteMax bytes each, the last one with the notify)
@@ -186,6 +193,23 @@ std::byte* ShmEndpoint::mapped_target(const ShmRemoteKey& key) {
 // Ranks that are threads of one process go through process_vm_writev too: a peer that already tore down its
 // communicator has unmapped (or fenced) its buffers, and the syscall reports EFAULT where a memcpy would crash.
 Status ShmEndpoint::copy_to_peer(const std::byte* src, uint64_t dst, size_t bytes, int32_t pid) {
+  internal::HelperPool& pool = internal::HelperPool::instance();
+  if (pool.parts_for(bytes) > 1) {  // shared with the helper threads (ZW_HOST_THREADS); the first failure is reported
+    std::mutex mutex;
+    Status first;
+    pool.split(bytes, 4096, [&](size_t o, size_t n) {
+      Status s = copy_to_peer_part(src + o, dst + o, n, pid);
+      if (s.ok()) return;
+      std::lock_guard<std::mutex> lock(mutex);
+      if (first.ok()) first = std::move(s);
+    });
+    return first.ok() ? first : fail(first);
+  }
+  Status s = copy_to_peer_part(src, dst, bytes, pid);
+  return s.ok() ? s : fail(s);
+}
+
+Status ShmEndpoint::copy_to_peer_part(const std::byte* src, uint64_t dst, size_t bytes, int32_t pid) const {
   size_t done = 0;
   while (done < bytes) {
     iovec local{const_cast<std::byte*>(src) + done, bytes - done};
@@ -196,7 +220,7 @@ Status ShmEndpoint::copy_to_peer(const std::byte* src, uint64_t dst, size_t byte
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    return fail(copy_error(n < 0 ? errno : EFAULT, dst + done, bytes - done));
+    return copy_error(n < 0 ? errno : EFAULT, dst + done, bytes - done);
   }
   return Status();
 }

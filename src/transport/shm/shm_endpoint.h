@@ -54,6 +54,8 @@ class ShmEndpoint final : public Endpoint {
   Status push(MessageKind kind, uint64_t notify, std::span<const std::byte> payload);
   Status wait_for_slot(MessageKind kind, uint64_t notify, std::span<const std::byte> payload);
   Status copy_to_peer(const std::byte* src, uint64_t dst, size_t bytes, int32_t pid);
+  // One thread's share of copy_to_peer: the error, without failing the endpoint (any thread).
+  Status copy_to_peer_part(const std::byte* src, uint64_t dst, size_t bytes, int32_t pid) const;
   Status copy_error(int err, uint64_t dst, size_t bytes) const;
   std::byte* mapped_target(const ShmRemoteKey& key);
   Result<bool> pop_ring(Message* out);

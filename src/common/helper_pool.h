@@ -1,0 +1,100 @@
+// common/helper_pool.h — helper threads that share one large host copy or reduction of a rank (ZW_HOST_THREADS).
+//
+// A host collective moves a large operation's bytes on the calling rank's one core: over shm its copies into the
+// peers' memory and its reductions run at what one core can stream from memory, while a host with more cores than
+// ranks has bandwidth to spare. With ZW_HOST_THREADS = T > 1 (default 1: off), a copy or reduction of at least
+// ZW_HOST_SPLIT_BYTES is cut into up to T parts: the calling thread runs parts itself, T − 1 helper threads (one set
+// per process, started at the first split) run the others, and the call returns when every part is done.
+//
+// One job at a time: a caller that finds the helpers busy (another rank that is a thread of the same process, another
+// communicator) runs all of its parts itself, so a job never waits for another. Helpers poll for the next job for
+// ZW_SHM_SPIN_US after one ends (a pipelined operation's next chunk follows within microseconds), then sleep on a
+// condition variable until a caller wakes them.
+// Threading: run() from any thread; the parts run concurrently on different threads and must not throw.
+// Non-goals: device memory, pinning helpers to cores (the scheduler places them), work stealing between jobs.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace zw::internal {
+
+class HelperPool {
+ public:
+  // The process's pool, sized by ZW_HOST_THREADS and ZW_HOST_SPLIT_BYTES when first asked for.
+  static HelperPool& instance();
+  // A pool of `threads` (the caller included) splitting jobs of at least `split_bytes`; for tests and benchmarks.
+  HelperPool(int threads, size_t split_bytes, uint64_t spin_ns);
+  ~HelperPool();
+  HelperPool(const HelperPool&) = delete;
+  HelperPool& operator=(const HelperPool&) = delete;
+
+  int threads() const { return threads_; }
+  // How many parts a job of `bytes` is cut into: 1 below the split size or when off, else up to threads(), each part
+  // at least half the split size.
+  int parts_for(size_t bytes) const;
+
+  // Runs fn(part) for every part in [0, parts) and returns when all have returned; parts > 1 only as parts_for gave.
+  template <class F>
+  void run(int parts, F&& fn) {
+    auto call = [](void* ctx, int part) { (*static_cast<F*>(ctx))(part); };
+    run_erased(parts, call, &fn);
+  }
+
+  // Runs fn(offset, length) over [0, bytes) cut into parts_for(bytes) ranges, each starting at a multiple of `align`
+  // (a power of two; the last range takes the rest), and returns when all are done.
+  template <class F>
+  void split(size_t bytes, size_t align, F&& fn) {
+    const int parts = parts_for(bytes);
+    if (parts <= 1) {
+      fn(size_t{0}, bytes);
+      return;
+    }
+    const size_t step = (bytes / static_cast<size_t>(parts) + align - 1) & ~(align - 1);
+    run(parts, [&](int part) {
+      const size_t offset = static_cast<size_t>(part) * step;
+      if (offset < bytes) fn(offset, std::min(step, bytes - offset));
+    });
+  }
+
+  // Jobs that ran on the helpers, and jobs that found them busy and ran on their caller alone (counters for tests).
+  uint64_t shared_jobs() const { return shared_jobs_.load(std::memory_order_relaxed); }
+  uint64_t busy_jobs() const { return busy_jobs_.load(std::memory_order_relaxed); }
+
+ private:
+  using Call = void (*)(void*, int);
+  void run_erased(int parts, Call call, void* ctx);
+  // Claims the next part of job `generation` (-1: none left, or the job is another one now).
+  int claim(uint64_t generation);
+  void helper_loop();
+  void start_helpers();
+
+  const int threads_;
+  const size_t split_bytes_;
+  const uint64_t spin_ns_;
+  std::mutex busy_;  // held by the caller of the running job
+
+  // The job: written by its caller under mutex_, read under mutex_ when a part is claimed.
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  Call call_ = nullptr;
+  void* ctx_ = nullptr;
+  int parts_ = 0;
+  int next_part_ = 0;
+  int sleeping_ = 0;
+  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};  // bumped when a job is posted (what spinning helpers poll)
+  std::atomic<int> done_{0};             // parts of the current job finished
+
+  std::once_flag started_;
+  std::vector<std::thread> helpers_;
+  std::atomic<uint64_t> shared_jobs_{0}, busy_jobs_{0};
+};
+
+}  // namespace zw::internal
