@@ -1,6 +1,8 @@
 // The helper threads of helper_pool.h.
 #include "common/helper_pool.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "common/clock.h"
@@ -61,6 +63,7 @@ int HelperPool::parts_for(size_t bytes) const {
 }
 
 void HelperPool::start_helpers() {
+  owner_ = ::getpid();
   helpers_.reserve(static_cast<size_t>(threads_ - 1));
   for (int i = 1; i < threads_; ++i) helpers_.emplace_back([this] { helper_loop(); });
 }
@@ -82,6 +85,12 @@ void HelperPool::run_erased(int parts, Call call, void* ctx) {
     return;
   }
   std::call_once(started_, [this] { start_helpers(); });
+  if (owner_ != ::getpid()) {  // a child forked after the helpers started has none (and mutex_ may have been held by
+                               // one of them at the fork): it runs its jobs alone
+    busy_.unlock();
+    for (int p = 0; p < parts; ++p) call(ctx, p);
+    return;
+  }
   uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(mutex_);

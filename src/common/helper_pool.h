@@ -93,6 +93,7 @@ class HelperPool {
   std::atomic<int> done_{0};             // parts of the current job finished
 
   std::once_flag started_;
+  int owner_ = 0;  // the process that started the helpers (a forked child has none)
   std::vector<std::thread> helpers_;
   std::atomic<uint64_t> shared_jobs_{0}, busy_jobs_{0};
 };

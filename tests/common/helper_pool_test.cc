@@ -4,9 +4,12 @@
 #include "common/helper_pool.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -90,6 +93,31 @@ TEST(HelperPool, HelpersSleepAfterTheirSpinAndWakeForTheNextJob) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the helpers are asleep by now
   }
   EXPECT_EQ(parts.load(), 15);
+}
+
+// A child forked after the helpers started has no helper threads: its jobs run on the caller alone, without the
+// lock of the job hand-off, which a helper may have held at the fork.
+TEST(HelperPool, AChildForkedAfterTheHelpersStartedRunsItsJobsAlone) {
+  HelperPool pool(3, 1024, 1'000'000);
+  std::vector<uint8_t> buf(1 << 16);
+  pool.split(buf.size(), 64, [&](size_t offset, size_t length) { std::memset(&buf[offset], 1, length); });
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pool.split(buf.size(), 64, [&](size_t offset, size_t length) { std::memset(&buf[offset], 2, length); });
+    for (uint8_t b : buf)
+      if (b != 2) _exit(1);
+    _exit(0);
+  }
+  int status = 0;
+  for (int i = 0; i < 500 && waitpid(child, &status, WNOHANG) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (waitpid(child, &status, WNOHANG) == 0) {
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+    FAIL() << "the forked child's job did not finish within 5 s";
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 }  // namespace
