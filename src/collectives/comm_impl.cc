@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <new>
 #include <thread>
@@ -11,6 +12,7 @@
 #include "collectives/monitor/comm_monitor.h"
 #include "collectives/comm_agree.h"
 #include "collectives/peer_record.h"
+#include "common/helper_pool.h"
 #include "common/knobs.h"
 #include "common/log.h"
 #include "common/socket.h"
@@ -131,6 +133,9 @@ Status CommImpl::connect(Store& store) {
     peers_[p] = rec.info;
     ZW_ASSIGN_OR_RETURN(endpoints_[p], transport_->connect(p, rec.address));
   }
+  // The helper threads of host copies share this host's CPUs among its ranks (ZW_HOST_THREADS auto).
+  HelperPool::note_local_ranks(static_cast<int>(
+      std::count_if(peers_.begin(), peers_.end(), [&](const PeerInfo& p) { return p.host == peers_[rank_].host; })));
   // Every rank has called connect() for every peer before anyone waits: a verbs queue pair that receives before
   // its owner moved it to RTR drops the packet and the sender retries only after a full ack timeout.
   ZW_TRY(store_barrier(store, "connecting", deadline));

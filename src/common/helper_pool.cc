@@ -1,9 +1,11 @@
 // The helper threads of helper_pool.h.
 #include "common/helper_pool.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "common/clock.h"
 #include "common/knobs.h"
@@ -22,16 +24,47 @@ inline void cpu_relax() {
 #endif
 }
 
+std::atomic<int> g_local_ranks{0};  // the most ranks of one communicator seen on this host
+
+// The CPUs this process may run on: its affinity mask, lowered by a cgroup v2 CPU quota ("max" or "QUOTA PERIOD").
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cpus = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  if (FILE* f = std::fopen("/sys/fs/cgroup/cpu.max", "r")) {
+    long long quota = 0, period = 0;
+    if (std::fscanf(f, "%lld %lld", &quota, &period) == 2 && quota > 0 && period > 0)
+      cpus = std::min<int>(cpus, static_cast<int>(std::max<long long>(1, quota / period)));
+    std::fclose(f);
+  }
+  return std::max(cpus, 1);
+}
+
 }  // namespace
+
+void HelperPool::note_local_ranks(int ranks) {
+  int seen = g_local_ranks.load(std::memory_order_relaxed);
+  while (ranks > seen && !g_local_ranks.compare_exchange_weak(seen, ranks, std::memory_order_relaxed)) {
+  }
+}
+
+int HelperPool::auto_threads(int cpus, int local_ranks) {
+  return std::clamp(cpus / std::max(local_ranks, 1), 1, kAutoThreads);
+}
 
 HelperPool& HelperPool::instance() {
   // Never destroyed: a helper may still be asleep in it when the process exits.
   static HelperPool* pool = [] {
     const Knobs& k = knobs();
     int64_t threads = k.host_threads;
-    if (threads < 1 || threads > kMaxThreads) {
-      ZW_WARN(kInit, "ZW_HOST_THREADS=%lld is outside 1..%d; using %d", static_cast<long long>(threads), kMaxThreads,
-              threads < 1 ? 1 : kMaxThreads);
+    if (threads == 0) {
+      const int cpus = usable_cpus(), ranks = std::max(g_local_ranks.load(std::memory_order_relaxed), 1);
+      threads = auto_threads(cpus, ranks);
+      ZW_INFO(kInit, "host copies and reductions: %lld thread(s) per rank (%d usable CPUs, %d rank(s) on this host; "
+              "ZW_HOST_THREADS overrides)", static_cast<long long>(threads), cpus, ranks);
+    } else if (threads < 1 || threads > kMaxThreads) {
+      ZW_WARN(kInit, "ZW_HOST_THREADS=%lld is outside 0..%d (0: auto); using %d", static_cast<long long>(threads),
+              kMaxThreads, threads < 1 ? 1 : kMaxThreads);
       threads = std::clamp<int64_t>(threads, 1, kMaxThreads);
     }
     const size_t split = k.host_split_bytes > 0 ? static_cast<size_t>(k.host_split_bytes) : 1;
@@ -57,9 +90,10 @@ HelperPool::~HelperPool() {
   for (std::thread& t : helpers_) t.join();
 }
 
-int HelperPool::parts_for(size_t bytes) const {
+int HelperPool::parts_for(size_t bytes, Job job) const {
   if (threads_ <= 1 || bytes < split_bytes_) return 1;
-  return static_cast<int>(std::min<size_t>(static_cast<size_t>(threads_), bytes / (split_bytes_ / 2)));
+  const size_t min_part = job == Job::kCopy ? split_bytes_ : split_bytes_ / 2;
+  return static_cast<int>(std::clamp<size_t>(bytes / min_part, 1, static_cast<size_t>(threads_)));
 }
 
 void HelperPool::start_helpers() {

@@ -2,9 +2,12 @@
 //
 // A host collective moves a large operation's bytes on the calling rank's one core: over shm its copies into the
 // peers' memory and its reductions run at what one core can stream from memory, while a host with more cores than
-// ranks has bandwidth to spare. With ZW_HOST_THREADS = T > 1 (default 1: off), a copy or reduction of at least
-// ZW_HOST_SPLIT_BYTES is cut into up to T parts: the calling thread runs parts itself, T − 1 helper threads (one set
-// per process, started at the first split) run the others, and the call returns when every part is done.
+// ranks has bandwidth to spare. With T threads per rank, a copy or reduction of at least ZW_HOST_SPLIT_BYTES is cut
+// into up to T parts: the calling thread runs parts itself, T − 1 helper threads (one set per process, started at the
+// first split) run the others, and the call returns when every part is done. T is ZW_HOST_THREADS, or by default
+// (0, auto) the CPUs this process may use (its affinity mask and cgroup quota) shared among the ranks of this host
+// that its communicators have seen, at most kAutoThreads: 1 (off) where ranks are as many as cores or are bound to one
+// core each (Open MPI's default), 4 for 2-4 unbound ranks on 16 cores (docs/PERF.md: 1.6-3× at 16-64 MiB there).
 //
 // One job at a time: a caller that finds the helpers busy (another rank that is a thread of the same process, another
 // communicator) runs all of its parts itself, so a job never waits for another. Helpers poll for the next job for
@@ -27,8 +30,15 @@ namespace zw::internal {
 
 class HelperPool {
  public:
-  // The process's pool, sized by ZW_HOST_THREADS and ZW_HOST_SPLIT_BYTES when first asked for.
+  // The process's pool, sized by ZW_HOST_THREADS (or auto) and ZW_HOST_SPLIT_BYTES when first asked for, which is at
+  // the first large host copy of a communicator (after note_local_ranks).
   static HelperPool& instance();
+  // A communicator saw `ranks` of its ranks on this host (itself included): the auto size divides the CPUs among the
+  // most seen. Called at communicator creation, before the pool is first asked for.
+  static void note_local_ranks(int ranks);
+  // The auto size: `cpus` usable by this process shared among `local_ranks`, within 1..kAutoThreads.
+  static int auto_threads(int cpus, int local_ranks);
+  static constexpr int kAutoThreads = 4;
   // A pool of `threads` (the caller included) splitting jobs of at least `split_bytes`; for tests and benchmarks.
   HelperPool(int threads, size_t split_bytes, uint64_t spin_ns);
   ~HelperPool();
@@ -36,9 +46,13 @@ class HelperPool {
   HelperPool& operator=(const HelperPool&) = delete;
 
   int threads() const { return threads_; }
+  // What a job does with its bytes. A copy streams about twice as fast as a reduction, so its parts are twice as large:
+  // a part must outlast a sleeping helper's wake-up, since the caller waits for the last part (copies of 512 KiB cut in
+  // two took 70 µs against 31 µs whole on the H200 host, docs/PERF.md).
+  enum class Job { kReduction, kCopy };
   // How many parts a job of `bytes` is cut into: 1 below the split size or when off, else up to threads(), each part
-  // at least half the split size.
-  int parts_for(size_t bytes) const;
+  // at least half the split size (a reduction) or the split size (a copy).
+  int parts_for(size_t bytes, Job job = Job::kReduction) const;
 
   // Runs fn(part) for every part in [0, parts) and returns when all have returned; parts > 1 only as parts_for gave.
   template <class F>
@@ -47,11 +61,11 @@ class HelperPool {
     run_erased(parts, call, &fn);
   }
 
-  // Runs fn(offset, length) over [0, bytes) cut into parts_for(bytes) ranges, each starting at a multiple of `align`
-  // (a power of two; the last range takes the rest), and returns when all are done.
+  // Runs fn(offset, length) over [0, bytes) cut into parts_for(bytes, job) ranges, each starting at a multiple of
+  // `align` (a power of two; the last range takes the rest), and returns when all are done.
   template <class F>
-  void split(size_t bytes, size_t align, F&& fn) {
-    const int parts = parts_for(bytes);
+  void split(size_t bytes, size_t align, Job job, F&& fn) {
+    const int parts = parts_for(bytes, job);
     if (parts <= 1) {
       fn(size_t{0}, bytes);
       return;

@@ -38,7 +38,7 @@ struct Knobs {
   std::string hostname;        // ZW_HOSTNAME: the host name this rank gives its peers ("" = gethostname)
   int64_t shm_direct_ag_max_ranks;  // ZW_SHM_DIRECT_AG_MAX_RANKS: shm all-gathers of at most this many ranks go direct
   int64_t shm_spin_us;         // ZW_SHM_SPIN_US: busy-poll time before sleeping on a futex
-  int64_t host_threads;        // ZW_HOST_THREADS: threads (the caller's included) sharing one large host copy or reduction
+  int64_t host_threads;        // ZW_HOST_THREADS: threads (the caller's included) per large host copy; 0 = auto
   int64_t host_split_bytes;    // ZW_HOST_SPLIT_BYTES: copies and reductions of at least this many bytes are shared
   std::string ib_hca;          // ZW_IB_HCA: RDMA devices/ports to use, NCCL syntax
   int64_t ib_gid_index;        // ZW_IB_GID_INDEX: RoCE GID index (-1: automatic)

@@ -146,7 +146,7 @@ Status ShmEndpoint::write(const MemoryRegion& local, size_t local_offset, std::s
     const std::byte* from = src.data() + local_offset;
     // A large write is shared with the helper threads (ZW_HOST_THREADS): each part fences its own streaming stores
     // before it counts itself done, which this thread waits for before push() publishes the notify.
-    internal::HelperPool::instance().split(bytes, 64,
+    internal::HelperPool::instance().split(bytes, 64, internal::HelperPool::Job::kCopy,
                                            [&](size_t o, size_t n) { copy_into_arena(to + o, from + o, n); });
     ++mapped_writes_;
   } else if (bytes > 0 && bytes <= kInlineWriteLimit) {
@@ -193,11 +193,13 @@ std::byte* ShmEndpoint::mapped_target(const ShmRemoteKey& key) {
 // Ranks that are threads of one process go through process_vm_writev too: a peer that already tore down its
 // communicator has unmapped (or fenced) its buffers, and the syscall reports EFAULT where a memcpy would crash.
 Status ShmEndpoint::copy_to_peer(const std::byte* src, uint64_t dst, size_t bytes, int32_t pid) {
-  internal::HelperPool& pool = internal::HelperPool::instance();
-  if (pool.parts_for(bytes) > 1) {  // shared with the helper threads (ZW_HOST_THREADS); the first failure is reported
+  using internal::HelperPool;
+  HelperPool& pool = HelperPool::instance();
+  // A large copy is shared with the helper threads (ZW_HOST_THREADS); the first failure is reported.
+  if (pool.parts_for(bytes, HelperPool::Job::kCopy) > 1) {
     std::mutex mutex;
     Status first;
-    pool.split(bytes, 4096, [&](size_t o, size_t n) {
+    pool.split(bytes, 4096, HelperPool::Job::kCopy, [&](size_t o, size_t n) {
       Status s = copy_to_peer_part(src + o, dst + o, n, pid);
       if (s.ok()) return;
       std::lock_guard<std::mutex> lock(mutex);
