@@ -46,12 +46,13 @@ class HelperPool {
   HelperPool& operator=(const HelperPool&) = delete;
 
   int threads() const { return threads_; }
-  // What a job does with its bytes. A copy streams about twice as fast as a reduction, so its parts are twice as large:
-  // a part must outlast a sleeping helper's wake-up, since the caller waits for the last part (copies of 512 KiB cut in
-  // two took 70 µs against 31 µs whole on the H200 host, docs/PERF.md).
+  // What a job does with its bytes. The caller waits for the last part, so a part must be long against a helper's
+  // wake-up; a reduction computes, a copy only streams (and over shm writes into the peer with process_vm_writev, whose
+  // concurrent calls into one process contend in its kernel): on the H200 host copies cut into parts under 2 MiB ran
+  // slower than whole (all-gathers of 1-4 MiB: 0.5-0.9x), reductions in parts of 256 KiB faster (docs/PERF.md).
   enum class Job { kReduction, kCopy };
   // How many parts a job of `bytes` is cut into: 1 below the split size or when off, else up to threads(), each part
-  // at least half the split size (a reduction) or the split size (a copy).
+  // at least half the split size (a reduction) or four times it (a copy: 2 MiB by default).
   int parts_for(size_t bytes, Job job = Job::kReduction) const;
 
   // Runs fn(part) for every part in [0, parts) and returns when all have returned; parts > 1 only as parts_for gave.

@@ -230,7 +230,7 @@ TEST_P(CollectiveTest, ManyOperationsInFlight) {
 }
 
 // With ZW_HOST_THREADS > 1 (ctest's zw_collectives_host_threads_test runs this file's shm worlds of 2-4 ranks with 3
-// threads and a 16 KiB split, so that the matrix above checks every result of shared copies and reductions), a large
+// threads and an 8 KiB split, so that the matrix above checks every result of shared copies and reductions), a large
 // all-reduce over shm shares its work with the helper threads: this checks that they took part.
 TEST(HostThreads, ALargeAllReduceOverShmSharesItsCopiesAndReductions) {
   internal::HelperPool& pool = internal::HelperPool::instance();

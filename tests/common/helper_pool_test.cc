@@ -29,8 +29,9 @@ TEST(HelperPool, CutsOnlyJobsOfAtLeastTheSplitSize) {
   EXPECT_EQ(pool.parts_for(3 << 19), 3);
   EXPECT_EQ(pool.parts_for(size_t{1} << 30), 4);
   using Job = HelperPool::Job;
-  EXPECT_EQ(pool.parts_for(1 << 20, Job::kCopy), 1);  // a copy's parts are at least the split size
-  EXPECT_EQ(pool.parts_for(2 << 20, Job::kCopy), 2);
+  EXPECT_EQ(pool.parts_for(1 << 20, Job::kCopy), 1);  // a copy's parts are at least four times the split size
+  EXPECT_EQ(pool.parts_for((8 << 20) - 1, Job::kCopy), 1);
+  EXPECT_EQ(pool.parts_for(8 << 20, Job::kCopy), 2);
   EXPECT_EQ(pool.parts_for(size_t{1} << 30, Job::kCopy), 4);
 }
 
