@@ -90,7 +90,7 @@ class RingReduceScatter {
 
   // out = a (op) b over `bytes`; a large one shared with the helper threads (ZW_HOST_THREADS, common/helper_pool.h).
   void reduce(std::byte* out, const std::byte* a, const std::byte* b, size_t bytes) const {
-    HelperPool::instance().split(bytes, 64, HelperPool::Job::kReduction, [&](size_t o, size_t n) {
+    HelperPool::instance().split(bytes, 64, HelperPool::Job::kMapped, [&](size_t o, size_t n) {
       kernels::reduce(dtype_, op_, out + o, a + o, b + o, n / elem_);
     });
   }

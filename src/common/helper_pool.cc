@@ -92,7 +92,7 @@ HelperPool::~HelperPool() {
 
 int HelperPool::parts_for(size_t bytes, Job job) const {
   if (threads_ <= 1 || bytes < split_bytes_) return 1;
-  const size_t min_part = job == Job::kCopy ? split_bytes_ * 4 : split_bytes_ / 2;
+  const size_t min_part = job == Job::kVmWrite ? split_bytes_ * 4 : split_bytes_ / 2;
   return static_cast<int>(std::clamp<size_t>(bytes / min_part, 1, static_cast<size_t>(threads_)));
 }
 

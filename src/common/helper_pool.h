@@ -46,14 +46,16 @@ class HelperPool {
   HelperPool& operator=(const HelperPool&) = delete;
 
   int threads() const { return threads_; }
-  // What a job does with its bytes. The caller waits for the last part, so a part must be long against a helper's
-  // wake-up; a reduction computes, a copy only streams (and over shm writes into the peer with process_vm_writev, whose
-  // concurrent calls into one process contend in its kernel): on the H200 host copies cut into parts under 2 MiB ran
-  // slower than whole (all-gathers of 1-4 MiB: 0.5-0.9x), reductions in parts of 256 KiB faster (docs/PERF.md).
-  enum class Job { kReduction, kCopy };
+  // Where a job's bytes go. The caller waits for the last part, so a part must be long against a helper's wake-up:
+  // work on memory this process maps (a reduction, a copy into a mapped arena) is cut into parts of at least half the
+  // split size; a copy into another process with process_vm_writev into parts of at least four times it (2 MiB by
+  // default), since concurrent calls into one peer contend in its kernel (on the H200 host all-gathers of 1-4 MiB
+  // ran 0.4-0.9x with such copies cut into 256 KiB-1 MiB parts, while reductions and arena copies of 1 MiB chunks cut
+  // into 256 KiB parts took reduce-scatter and all-reduce 1.5-3x faster: docs/PERF.md).
+  enum class Job { kMapped, kVmWrite };
   // How many parts a job of `bytes` is cut into: 1 below the split size or when off, else up to threads(), each part
-  // at least half the split size (a reduction) or four times it (a copy: 2 MiB by default).
-  int parts_for(size_t bytes, Job job = Job::kReduction) const;
+  // at least the size its kind asks for (above).
+  int parts_for(size_t bytes, Job job = Job::kMapped) const;
 
   // Runs fn(part) for every part in [0, parts) and returns when all have returned; parts > 1 only as parts_for gave.
   template <class F>

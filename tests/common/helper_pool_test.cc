@@ -29,10 +29,10 @@ TEST(HelperPool, CutsOnlyJobsOfAtLeastTheSplitSize) {
   EXPECT_EQ(pool.parts_for(3 << 19), 3);
   EXPECT_EQ(pool.parts_for(size_t{1} << 30), 4);
   using Job = HelperPool::Job;
-  EXPECT_EQ(pool.parts_for(1 << 20, Job::kCopy), 1);  // a copy's parts are at least four times the split size
-  EXPECT_EQ(pool.parts_for((8 << 20) - 1, Job::kCopy), 1);
-  EXPECT_EQ(pool.parts_for(8 << 20, Job::kCopy), 2);
-  EXPECT_EQ(pool.parts_for(size_t{1} << 30, Job::kCopy), 4);
+  EXPECT_EQ(pool.parts_for(1 << 20, Job::kVmWrite), 1);  // a process_vm_writev's parts: four times the split size
+  EXPECT_EQ(pool.parts_for((8 << 20) - 1, Job::kVmWrite), 1);
+  EXPECT_EQ(pool.parts_for(8 << 20, Job::kVmWrite), 2);
+  EXPECT_EQ(pool.parts_for(size_t{1} << 30, Job::kVmWrite), 4);
 }
 
 TEST(HelperPool, AutoSizeSharesTheCpusAmongTheHostsRanks) {
@@ -53,7 +53,7 @@ TEST(HelperPool, SplitCoversTheRangeOnceOnAlignedBoundariesAcrossThreads) {
     std::mutex mutex;
     std::set<std::thread::id> threads;
     std::vector<std::pair<size_t, size_t>> ranges;
-    pool.split(bytes, 64, HelperPool::Job::kReduction, [&](size_t offset, size_t length) {
+    pool.split(bytes, 64, HelperPool::Job::kMapped, [&](size_t offset, size_t length) {
       for (size_t i = offset; i < offset + length; ++i) hits[i].fetch_add(1);
       std::this_thread::sleep_for(std::chrono::milliseconds(10));  // long enough for the helpers to take parts
       std::lock_guard<std::mutex> lock(mutex);
@@ -82,7 +82,7 @@ TEST(HelperPool, ConcurrentCallersEachGetTheirWholeJobDone) {
       std::vector<uint8_t> buf(8192);
       for (int j = 0; j < kJobs; ++j) {
         const uint8_t v = static_cast<uint8_t>(c * 31 + j);
-        pool.split(buf.size(), 64, HelperPool::Job::kCopy,
+        pool.split(buf.size(), 64, HelperPool::Job::kVmWrite,
                    [&](size_t offset, size_t length) { std::memset(&buf[offset], v, length); });
         for (uint8_t b : buf) wrong += b != v;
       }
@@ -117,12 +117,12 @@ TEST(HelperPool, HelpersSleepAfterTheirSpinAndWakeForTheNextJob) {
 TEST(HelperPool, AChildForkedAfterTheHelpersStartedRunsItsJobsAlone) {
   HelperPool pool(3, 1024, 1'000'000);
   std::vector<uint8_t> buf(1 << 16);
-  pool.split(buf.size(), 64, HelperPool::Job::kCopy,
+  pool.split(buf.size(), 64, HelperPool::Job::kVmWrite,
              [&](size_t offset, size_t length) { std::memset(&buf[offset], 1, length); });
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    pool.split(buf.size(), 64, HelperPool::Job::kCopy,
+    pool.split(buf.size(), 64, HelperPool::Job::kVmWrite,
                [&](size_t offset, size_t length) { std::memset(&buf[offset], 2, length); });
     for (uint8_t b : buf)
       if (b != 2) _exit(1);

@@ -146,7 +146,7 @@ Status ShmEndpoint::write(const MemoryRegion& local, size_t local_offset, std::s
     const std::byte* from = src.data() + local_offset;
     // A large write is shared with the helper threads (ZW_HOST_THREADS): each part fences its own streaming stores
     // before it counts itself done, which this thread waits for before push() publishes the notify.
-    internal::HelperPool::instance().split(bytes, 64, internal::HelperPool::Job::kCopy,
+    internal::HelperPool::instance().split(bytes, 64, internal::HelperPool::Job::kMapped,
                                            [&](size_t o, size_t n) { copy_into_arena(to + o, from + o, n); });
     ++mapped_writes_;
   } else if (bytes > 0 && bytes <= kInlineWriteLimit) {
@@ -196,10 +196,10 @@ Status ShmEndpoint::copy_to_peer(const std::byte* src, uint64_t dst, size_t byte
   using internal::HelperPool;
   HelperPool& pool = HelperPool::instance();
   // A large copy is shared with the helper threads (ZW_HOST_THREADS); the first failure is reported.
-  if (pool.parts_for(bytes, HelperPool::Job::kCopy) > 1) {
+  if (pool.parts_for(bytes, HelperPool::Job::kVmWrite) > 1) {
     std::mutex mutex;
     Status first;
-    pool.split(bytes, 4096, HelperPool::Job::kCopy, [&](size_t o, size_t n) {
+    pool.split(bytes, 4096, HelperPool::Job::kVmWrite, [&](size_t o, size_t n) {
       Status s = copy_to_peer_part(src + o, dst + o, n, pid);
       if (s.ok()) return;
       std::lock_guard<std::mutex> lock(mutex);
