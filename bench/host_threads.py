@@ -8,8 +8,8 @@ benchmarks allocate them, so the shm transport writes into peers with process_vm
 land in mapped scratch slots) and world size, `rounds` rounds each run one launch per thread count, the order
 rotating from round to round; a launch covers every size. The table shows, per size, each thread count's median
 out-of-place time over the rounds with the spread, and the ratio time(1) / time(T): above 1, the helpers pay.
-Nothing is asserted (CI never runs this): it is the measurement that decides ZW_HOST_THREADS' default
-(src/common/helper_pool.h). Non-goals: device memory, tcp (its copies are the kernel's).
+Nothing is asserted (CI never runs this): it is the measurement behind ZW_HOST_THREADS' default and the helper pool's
+part sizes (src/common/helper_pool.h; docs/PERF.md "Helper threads for host copies and reductions"). Non-goals: device memory, tcp (its copies are the kernel's).
 """
 import argparse
 import os

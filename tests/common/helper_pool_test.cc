@@ -46,6 +46,15 @@ TEST(HelperPool, AutoSizeSharesTheCpusAmongTheHostsRanks) {
   EXPECT_EQ(HelperPool::auto_threads(2, 16), 1);  // more ranks than CPUs
 }
 
+TEST(HelperPool, ReadsACgroupCpuQuota) {
+  EXPECT_EQ(HelperPool::cpus_of_quota("200000 100000"), 2);  // v2 cpu.max of `docker --cpus 2`
+  EXPECT_EQ(HelperPool::cpus_of_quota("150000 100000"), 1);  // 1.5 CPUs: rounded down
+  EXPECT_EQ(HelperPool::cpus_of_quota("50000 100000"), 1);   // half a CPU: still one
+  EXPECT_EQ(HelperPool::cpus_of_quota("max 100000"), 0);     // no quota
+  EXPECT_EQ(HelperPool::cpus_of_quota("-1 100000"), 0);      // v1: no quota
+  EXPECT_EQ(HelperPool::cpus_of_quota(""), 0);               // nothing read
+}
+
 TEST(HelperPool, SplitCoversTheRangeOnceOnAlignedBoundariesAcrossThreads) {
   HelperPool pool(4, 4096, 1'000'000);
   for (size_t bytes : {size_t{4096}, size_t{5000}, size_t{65536 + 7}, size_t{1} << 20}) {
