@@ -9,7 +9,8 @@ land in mapped scratch slots) and world size, `rounds` rounds each run one launc
 rotating from round to round; a launch covers every size. The table shows, per size, each thread count's median
 out-of-place time over the rounds with the spread, and the ratio time(1) / time(T): above 1, the helpers pay.
 Nothing is asserted (CI never runs this): it is the measurement behind ZW_HOST_THREADS' default and the helper pool's
-part sizes (src/common/helper_pool.h; docs/PERF.md "Helper threads for host copies and reductions"). Non-goals: device memory, tcp (its copies are the kernel's).
+part sizes (src/common/helper_pool.h; docs/PERF.md "Helper threads for host copies and reductions").
+Non-goals: device memory, tcp (its copies are the kernel's).
 """
 import argparse
 import os
