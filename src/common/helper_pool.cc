@@ -125,9 +125,8 @@ HelperPool::~HelperPool() {
 }
 
 int HelperPool::parts_for(size_t bytes, Job job) const {
-  if (threads_ <= 1 || bytes < split_bytes_) return 1;
-  const size_t min_part = job == Job::kVmWrite ? split_bytes_ * 4 : split_bytes_ / 2;
-  return static_cast<int>(std::clamp<size_t>(bytes / min_part, 1, static_cast<size_t>(threads_)));
+  if (threads_ <= 1 || bytes < (job == Job::kVmWrite ? 2 * split_bytes_ : split_bytes_)) return 1;
+  return static_cast<int>(std::clamp<size_t>(bytes / (split_bytes_ / 2), 1, static_cast<size_t>(threads_)));
 }
 
 void HelperPool::start_helpers() {

@@ -50,15 +50,15 @@ class HelperPool {
   HelperPool& operator=(const HelperPool&) = delete;
 
   int threads() const { return threads_; }
-  // Where a job's bytes go. The caller waits for the last part, so a part must be long against a helper's wake-up:
-  // work on memory this process maps (a reduction, a copy into a mapped arena) is cut into parts of at least half the
-  // split size; a copy into another process with process_vm_writev into parts of at least four times it (2 MiB by
-  // default), since concurrent calls into one peer contend in its kernel (on the H200 host all-gathers of 1-4 MiB
-  // ran 0.4-0.9x with such copies cut into 256 KiB-1 MiB parts, while reductions and arena copies of 1 MiB chunks cut
-  // into 256 KiB parts took reduce-scatter and all-reduce 1.5-3x faster: docs/PERF.md).
+  // Where a job's bytes go. The caller waits for the last part, so a job is cut only when its parts outlast a
+  // helper's wake-up: work on memory this process maps (a reduction, a copy into a mapped arena) from the split size, a
+  // copy into another process with process_vm_writev (whose concurrent calls into one peer contend in its kernel) from
+  // twice it; parts are at least half the split size either way. On the H200 host a 512 KiB all-gather block cut in two
+  // took 0.4-0.5x the time whole, while the all-reduce's gather of 1 MiB slices cut in four ran 1.4-1.6x faster
+  // (docs/PERF.md, "Helper threads for host copies and reductions").
   enum class Job { kMapped, kVmWrite };
-  // How many parts a job of `bytes` is cut into: 1 below the split size or when off, else up to threads(), each part
-  // at least the size its kind asks for (above).
+  // How many parts a job of `bytes` is cut into: 1 below the size its kind asks for (above) or when off, else up to
+  // threads(), each part at least half the split size.
   int parts_for(size_t bytes, Job job = Job::kMapped) const;
 
   // Runs fn(part) for every part in [0, parts) and returns when all have returned; parts > 1 only as parts_for gave.
