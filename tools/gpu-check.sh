@@ -67,9 +67,11 @@
 #              all_reduce: 4-256 KiB with 9 repetitions of 500 iterations, 1-64 MiB with 3 of 20; the metrics' busbw
 #              over the benchmark's per pair; monitor.txt, monitor_tests.txt). Capped at 300 s.
 #   hostcpu    only with ZW_GPU_HOSTCPU=1 (best with ZW_GPU_TORCH=1 ZW_GPU_SKIP=tests,memcheck,zero3,multiproc,reduce,
-#              offload,train): ZW_HOST_THREADS on this host's cores (issue 18): bench/host_threads.py (zw_*_perf over
-#              shm, 2 and 4 ranks, 1, 2 and 4 threads per rank, 1-64 MiB, 3 rotating rounds), then the torch backend's
-#              all_reduce with 1 and 4 threads where the torch stage installed the package (hostcpu.txt). Capped at 400 s.
+#              offload,train): the host helper threads on this host's cores (issue 18): bench/host_threads.py
+#              (zw_*_perf over shm, 2 and 4 ranks, 1 and 4 threads per rank, 1-64 MiB, 3 rotating rounds), then, where
+#              the torch stage installed the package, the torch backend against Gloo at the defaults (all_gather,
+#              reduce_scatter and all_reduce, 64 KiB-64 MiB) and all_reduce with ZW_HOST_THREADS=1 (hostcpu.txt).
+#              Capped at 400 s.
 #   summary    printed last: stage times and status, the tests (failed or cut with their first error lines, skipped
 #              for lack of GPUs, other skips), the collectives' time per world and stalls, memcheck, the 4-process
 #              runs, then the benchmark tables: reduce, offload, train, zerowire vs NCCL and the ring kernels.
@@ -402,18 +404,20 @@ stage_hostcpu() {
   local worst=0 py n t
   bounded 200 ninja -C "$BUILD" -k 0 zwrun zw_all_gather_perf zw_reduce_scatter_perf zw_all_reduce_perf \
     >"$LOG/hostcpu_build.txt" 2>&1 || { echo "   build FAILED:"; tail -15 "$LOG/hostcpu_build.txt"; return 1; }
-  bounded 240 python3 "$ROOT/bench/host_threads.py" "$BUILD" | tee "$LOG/hostcpu.txt" || worst=1
+  bounded 150 python3 "$ROOT/bench/host_threads.py" "$BUILD" --threads 1 4 | tee "$LOG/hostcpu.txt" || worst=1
   # Through torch.distributed too, where the torch stage installed the package (ZW_GPU_TORCH=1 before this stage).
   py=${ZW_TORCH_PYTHON:-$(command -v python3)}
   [ -x /opt/torch/.venv/bin/python3 ] && [ -z "${ZW_TORCH_PYTHON:-}" ] && py=/opt/torch/.venv/bin/python3
   if [ -d "$BUILD/python/site/zerowire" ]; then
     for n in 2 4; do
-      for t in 1 4; do
-        echo "-- torch all_reduce, world $n, ZW_HOST_THREADS=$t" | tee -a "$LOG/hostcpu.txt"
-        ZW_HOST_THREADS=$t PYTHONPATH="$BUILD/python/site" OMP_NUM_THREADS=1 bounded 120 "$py" \
-          "$ROOT/bench/torch/bench_collectives.py" --world "$n" --min 1M --max 64M --reps 3 --ops all_reduce \
-          --variants raw 2>&1 | grep -E '^all_reduce' | tee -a "$LOG/hostcpu.txt" || worst=1
-      done
+      echo "-- torch against Gloo, world $n, defaults" | tee -a "$LOG/hostcpu.txt"
+      PYTHONPATH="$BUILD/python/site" OMP_NUM_THREADS=1 bounded 120 "$py" "$ROOT/bench/torch/bench_collectives.py" \
+        --world "$n" --min 64K --max 64M --reps 3 --variants raw 2>&1 | grep -E '^(all|reduce)' |
+        tee -a "$LOG/hostcpu.txt" || worst=1
+      echo "-- torch all_reduce against Gloo, world $n, ZW_HOST_THREADS=1" | tee -a "$LOG/hostcpu.txt"
+      ZW_HOST_THREADS=1 PYTHONPATH="$BUILD/python/site" OMP_NUM_THREADS=1 bounded 60 "$py" \
+        "$ROOT/bench/torch/bench_collectives.py" --world "$n" --min 1M --max 64M --reps 3 --ops all_reduce \
+        --variants raw 2>&1 | grep -E '^all_reduce' | tee -a "$LOG/hostcpu.txt" || worst=1
     done
   else
     echo "   torch: no package in $BUILD/python/site (run with ZW_GPU_TORCH=1): left out" | tee -a "$LOG/hostcpu.txt"
