@@ -7,7 +7,8 @@
 // first split) run the others, and the call returns when every part is done. T is ZW_HOST_THREADS, or by default
 // (0, auto) the CPUs this process may use (its affinity mask and cgroup quota) shared among the ranks of this host
 // that its communicators have seen, at most kAutoThreads: 1 (off) where ranks are as many as cores or are bound to one
-// core each (Open MPI's default), 4 for 2-4 unbound ranks on 16 cores (docs/PERF.md: 1.6-3× at 16-64 MiB there).
+// core each (Open MPI's default), 4 for 2-4 unbound ranks on 16 cores (docs/PERF.md: reduce-scatter and all-reduce
+// 1.3-3.6x faster from 4 MiB there).
 //
 // One job at a time: a caller that finds the helpers busy (another rank that is a thread of the same process, another
 // communicator) runs all of its parts itself, so a job never waits for another. Helpers poll for the next job for
@@ -54,7 +55,7 @@ class HelperPool {
   // helper's wake-up: work on memory this process maps (a reduction, a copy into a mapped arena) from the split size, a
   // copy into another process with process_vm_writev (whose concurrent calls into one peer contend in its kernel) from
   // twice it; parts are at least half the split size either way. On the H200 host a 512 KiB all-gather block cut in two
-  // took 0.4-0.5x the time whole, while the all-reduce's gather of 1 MiB slices cut in four ran 1.4-1.6x faster
+  // took twice as long as whole, while the all-reduce's gather of 1 MiB slices cut in four ran 1.4-1.6x faster
   // (docs/PERF.md, "Helper threads for host copies and reductions").
   enum class Job { kMapped, kVmWrite };
   // How many parts a job of `bytes` is cut into: 1 below the size its kind asks for (above) or when off, else up to
