@@ -133,6 +133,8 @@ void HelperPool::start_helpers() {
   owner_ = ::getpid();
   helpers_.reserve(static_cast<size_t>(threads_ - 1));
   for (int i = 1; i < threads_; ++i) helpers_.emplace_back([this] { helper_loop(); });
+  ZW_INFO(kInit, "started %d helper thread(s) for host copies and reductions of at least %zu bytes", threads_ - 1,
+          split_bytes_);
 }
 
 int HelperPool::claim(uint64_t generation) {
