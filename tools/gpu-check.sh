@@ -70,7 +70,8 @@
 #              offload,train): the host helper threads on this host's cores (issue 18): bench/host_threads.py
 #              (zw_*_perf over shm, 2 and 4 ranks, 1 and 4 threads per rank, 1-64 MiB, 3 rotating rounds), then, where
 #              the torch stage installed the package, the torch backend against Gloo at the defaults (all_gather,
-#              reduce_scatter and all_reduce, 64 KiB-64 MiB) and all_reduce with ZW_HOST_THREADS=1 (hostcpu.txt).
+#              reduce_scatter and all_reduce, 64 KiB-64 MiB), all_reduce with ZW_HOST_THREADS=1 and the FSDP2 CPU
+#              training step (bench/torch/bench_fsdp.py) against Gloo (hostcpu.txt).
 #              Capped at 400 s.
 #   summary    printed last: stage times and status, the tests (failed or cut with their first error lines, skipped
 #              for lack of GPUs, other skips), the collectives' time per world and stalls, memcheck, the 4-process
@@ -418,6 +419,9 @@ stage_hostcpu() {
       ZW_HOST_THREADS=1 PYTHONPATH="$BUILD/python/site" OMP_NUM_THREADS=1 bounded 60 "$py" \
         "$ROOT/bench/torch/bench_collectives.py" --world "$n" --min 1M --max 64M --reps 3 --ops all_reduce \
         --variants raw 2>&1 | grep -E '^all_reduce' | tee -a "$LOG/hostcpu.txt" || worst=1
+      echo "-- torch FSDP2 CPU training step, zerowire against Gloo, world $n" | tee -a "$LOG/hostcpu.txt"
+      PYTHONPATH="$BUILD/python/site" OMP_NUM_THREADS=1 bounded 60 "$py" "$ROOT/bench/torch/bench_fsdp.py" \
+        --world "$n" 2>&1 | tail -3 | tee -a "$LOG/hostcpu.txt" || worst=1
     done
   else
     echo "   torch: no package in $BUILD/python/site (run with ZW_GPU_TORCH=1): left out" | tee -a "$LOG/hostcpu.txt"
