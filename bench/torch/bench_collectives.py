@@ -20,7 +20,7 @@ one untimed call, a barrier and `iters` (10-200, about 64 MiB) back-to-back bloc
 - zw-4k: zerowire on its own tensors made the same way, with the backend's huge-page advice for destination tensors
   turned off (zerowire._C._huge_page_advice(False), python/csrc/host_pages.h): the backend as it was before that
   advice, so zw-4k / zerowire is what the advice gains. (The zerowire variant's buffers move onto huge pages at their
-  third use, inside the first round's timed block: a one-time cost that the median leaves out.)
+  third use, which the untimed calls before the rounds make: a one-time cost no timed block includes.)
 `--variants` picks a subset (zerowire and gloo are always run). A block's time is the mean per call, averaged over ranks (nccl-tests' convention, as zw_*_perf prints it);
 the table shows each backend's median over rounds with the spread (min-max) and the ratio Gloo/zerowire. Sizes are
 nccl-tests' bytes: the output of all_gather, the input of reduce_scatter, the buffer of all_reduce. Buffers are
@@ -144,6 +144,10 @@ def worker(rank, world, port, args):
             call(op, inp, out, zw)
             assert torch.equal(out, ref), f"{op} {nbytes}: zerowire's result differs from Gloo's"
             out.zero_()
+            # Two more untimed calls: the destination moves onto huge pages at its third use (the backend's advice,
+            # python/csrc/host_pages.h), a one-time cost kept out of every timed block (even with --reps 1).
+            for _ in range(2):
+                call(op, inp, out, zw)
             keep = []
             if "thp" in args.variants:
                 thp_in, thp_out = buffers(op, nbytes, world, rank, lambda n, v: thp_tensor(n, v, keep))
