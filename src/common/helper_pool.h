@@ -24,7 +24,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
-#include <string>
 #include <thread>
 #include <vector>
 
@@ -40,9 +39,6 @@ class HelperPool {
   static void note_local_ranks(int ranks);
   // The auto size: `cpus` usable by this process shared among `local_ranks`, within 1..kAutoThreads.
   static int auto_threads(int cpus, int local_ranks);
-  // The CPUs a cgroup CPU quota allows, from cgroup v2's cpu.max text ("QUOTA PERIOD", or "max PERIOD": none) or v1's
-  // quota and period joined the same way (quota -1: none), rounded down to at least 1; 0 when there is no quota.
-  static int cpus_of_quota(const std::string& text);
   static constexpr int kAutoThreads = 4;
   // A pool of `threads` (the caller included) splitting jobs of at least `split_bytes`; for tests and benchmarks.
   HelperPool(int threads, size_t split_bytes, uint64_t spin_ns);

@@ -2,11 +2,46 @@
 #include "common/topology.h"
 
 #include <hwloc.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <string>
 
 namespace zw {
 namespace {
+
+// The smallest CPU quota of this process's cgroup and its ancestors, from cgroup v2's cpu.max or v1's
+// cpu.cfs_quota_us and cpu.cfs_period_us (a container's `--cpus`); 0 when none is set or nothing can be read.
+int cgroup_cpu_limit() {
+  std::ifstream self("/proc/self/cgroup");
+  int limit = 0;
+  for (std::string line; std::getline(self, line);) {
+    // "0::/path" (v2) or "ID:cpu,cpuacct:/path" (v1's cpu controller)
+    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+    const bool v2 = controllers == ",,";
+    if (!v2 && controllers.find(",cpu,") == std::string::npos) continue;
+    for (std::string path = line.substr(b + 1); !path.empty();) {  // the cgroup, then each ancestor up to the root
+      std::string text;
+      if (v2) {
+        std::ifstream f("/sys/fs/cgroup" + path + "/cpu.max");
+        std::getline(f, text);
+      } else {
+        const std::string dir = "/sys/fs/cgroup/cpu" + path;
+        std::ifstream q(dir + "/cpu.cfs_quota_us"), p(dir + "/cpu.cfs_period_us");
+        std::string quota, period;
+        if (q >> quota && p >> period) text = quota + " " + period;
+      }
+      if (const int cpus = cpus_of_quota(text); cpus > 0) limit = limit == 0 ? cpus : std::min(limit, cpus);
+      const size_t slash = path.rfind('/');
+      path = path == "/" || slash == std::string::npos ? "" : slash == 0 ? "/" : path.substr(0, slash);
+    }
+  }
+  return limit;
+}
 
 // RAII holder for an hwloc topology.
 struct HwlocTopology {
@@ -75,6 +110,20 @@ std::string describe(const Topology& t) {
     out += line;
   }
   return out;
+}
+
+int cpus_of_quota(const std::string& text) {
+  long long quota = 0, period = 0;
+  if (std::sscanf(text.c_str(), "%lld %lld", &quota, &period) != 2 || quota <= 0 || period <= 0) return 0;
+  return static_cast<int>(std::clamp<long long>(quota / period, 1, 1 << 20));
+}
+
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cpus = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  if (const int limit = cgroup_cpu_limit(); limit > 0) cpus = std::min(cpus, limit);
+  return std::max(cpus, 1);
 }
 
 }  // namespace zw

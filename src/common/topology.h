@@ -1,5 +1,6 @@
 // Host topology summary from hwloc: cores, NUMA nodes and PCI devices of interest (GPUs, NICs, HCAs).
-// Used by zw_info and by later placement decisions (NIC/GPU affinity). Non-goals: binding threads.
+// Used by zw_info and by later placement decisions (NIC/GPU affinity); usable_cpus() by the shm transport and the host
+// helper threads. Non-goals: binding threads.
 #pragma once
 
 #include <string>
@@ -28,5 +29,12 @@ Result<Topology> load_topology();
 
 // Multi-line human summary for zw_info.
 std::string describe(const Topology& topo);
+
+// The CPUs this process may run on: its affinity mask, lowered by the smallest CPU quota of its cgroup and their
+// ancestors (cgroup v2 cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us: a container's `--cpus`); at least 1.
+int usable_cpus();
+// The CPUs a cgroup CPU quota allows, from cgroup v2's cpu.max text ("QUOTA PERIOD", or "max PERIOD": none) or v1's
+// quota and period joined the same way (quota -1: none), rounded down to at least 1; 0 when there is no quota.
+int cpus_of_quota(const std::string& text);
 
 }  // namespace zw

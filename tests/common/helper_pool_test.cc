@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/topology.h"
+
 namespace zw::internal {
 namespace {
 
@@ -45,12 +47,12 @@ TEST(HelperPool, AutoSizeSharesTheCpusAmongTheHostsRanks) {
 }
 
 TEST(HelperPool, ReadsACgroupCpuQuota) {
-  EXPECT_EQ(HelperPool::cpus_of_quota("200000 100000"), 2);  // v2 cpu.max of `docker --cpus 2`
-  EXPECT_EQ(HelperPool::cpus_of_quota("150000 100000"), 1);  // 1.5 CPUs: rounded down
-  EXPECT_EQ(HelperPool::cpus_of_quota("50000 100000"), 1);   // half a CPU: still one
-  EXPECT_EQ(HelperPool::cpus_of_quota("max 100000"), 0);     // no quota
-  EXPECT_EQ(HelperPool::cpus_of_quota("-1 100000"), 0);      // v1: no quota
-  EXPECT_EQ(HelperPool::cpus_of_quota(""), 0);               // nothing read
+  EXPECT_EQ(cpus_of_quota("200000 100000"), 2);  // v2 cpu.max of `docker --cpus 2`
+  EXPECT_EQ(cpus_of_quota("150000 100000"), 1);  // 1.5 CPUs: rounded down
+  EXPECT_EQ(cpus_of_quota("50000 100000"), 1);   // half a CPU: still one
+  EXPECT_EQ(cpus_of_quota("max 100000"), 0);     // no quota
+  EXPECT_EQ(cpus_of_quota("-1 100000"), 0);      // v1: no quota
+  EXPECT_EQ(cpus_of_quota(""), 0);               // nothing read
 }
 
 TEST(HelperPool, SplitCoversTheRangeOnceOnAlignedBoundariesAcrossThreads) {

@@ -193,22 +193,17 @@ std::byte* ShmEndpoint::mapped_target(const ShmRemoteKey& key) {
 // Ranks that are threads of one process go through process_vm_writev too: a peer that already tore down its
 // communicator has unmapped (or fenced) its buffers, and the syscall reports EFAULT where a memcpy would crash.
 Status ShmEndpoint::copy_to_peer(const std::byte* src, uint64_t dst, size_t bytes, int32_t pid) {
-  using internal::HelperPool;
-  HelperPool& pool = HelperPool::instance();
   // A large copy is shared with the helper threads (ZW_HOST_THREADS); the first failure is reported.
-  if (pool.parts_for(bytes, HelperPool::Job::kVmWrite) > 1) {
-    std::mutex mutex;
-    Status first;
-    pool.split(bytes, 4096, HelperPool::Job::kVmWrite, [&](size_t o, size_t n) {
-      Status s = copy_to_peer_part(src + o, dst + o, n, pid);
-      if (s.ok()) return;
-      std::lock_guard<std::mutex> lock(mutex);
-      if (first.ok()) first = std::move(s);
-    });
-    return first.ok() ? first : fail(first);
-  }
-  Status s = copy_to_peer_part(src, dst, bytes, pid);
-  return s.ok() ? s : fail(s);
+  using internal::HelperPool;
+  std::mutex mutex;
+  Status first;
+  HelperPool::instance().split(bytes, 4096, HelperPool::Job::kVmWrite, [&](size_t o, size_t n) {
+    Status s = copy_to_peer_part(src + o, dst + o, n, pid);
+    if (s.ok()) return;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (first.ok()) first = std::move(s);
+  });
+  return first.ok() ? first : fail(first);
 }
 
 Status ShmEndpoint::copy_to_peer_part(const std::byte* src, uint64_t dst, size_t bytes, int32_t pid) const {

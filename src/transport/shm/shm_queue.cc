@@ -24,6 +24,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/socket.h"
+#include "common/topology.h"
 
 namespace zw::transport {
 namespace {
@@ -101,12 +102,7 @@ Status check_field(const std::string& name, const char* what, int64_t found, int
 }
 
 // Whether the ranks of a world this size outnumber the CPUs this process may run on (all ranks share the host).
-bool outnumbers_cpus(int world_size) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof set, &set) != 0) return false;
-  return world_size > CPU_COUNT(&set);
-}
+bool outnumbers_cpus(int world_size) { return world_size > usable_cpus(); }
 
 long futex(uint32_t* word, int op, uint32_t value, const timespec* timeout) {
   // Plain (not FUTEX_PRIVATE) operations: the word is shared between processes.
