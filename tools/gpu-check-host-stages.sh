@@ -53,6 +53,10 @@ stage_hostcpu() {
       echo "-- torch FSDP2 CPU training step, zerowire against Gloo, world $n" | tee -a "$LOG/hostcpu.txt"
       PYTHONPATH="$BUILD/python/site" OMP_NUM_THREADS=1 bounded 60 "$py" "$ROOT/bench/torch/bench_fsdp.py" \
         --world "$n" 2>&1 | tail -3 | tee -a "$LOG/hostcpu.txt" || worst=1
+      echo "-- where a torch call's time goes, world $n" | tee -a "$LOG/hostcpu.txt"
+      PYTHONPATH="$BUILD/python/site" OMP_NUM_THREADS=1 bounded 60 "$py" "$ROOT/bench/torch/call_anatomy.py" \
+        --world "$n" --sizes 1M 4M --ops reduce_scatter_tensor all_reduce --variants torch fake py raw --reps 5 2>&1 |
+        grep -E '^(all|reduce)' | tee -a "$LOG/hostcpu.txt" || worst=1
     done
   else
     echo "   torch: no package in $BUILD/python/site (run with ZW_GPU_TORCH=1): left out" | tee -a "$LOG/hostcpu.txt"

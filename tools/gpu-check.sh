@@ -70,9 +70,10 @@
 #              offload,train): the host helper threads on this host's cores (issue 18): bench/host_threads.py
 #              (zw_*_perf over shm, 2 and 4 ranks, 1 and 4 threads per rank, 1-64 MiB, 3 rotating rounds), then, where
 #              the torch stage installed the package, the torch backend against Gloo at the defaults (all_gather,
-#              reduce_scatter and all_reduce, 64 KiB-64 MiB), all_reduce with ZW_HOST_THREADS=1 and the FSDP2 CPU
-#              training step (bench/torch/bench_fsdp.py) against Gloo (hostcpu.txt).
-#              Capped at 400 s.
+#              reduce_scatter and all_reduce, 64 KiB-64 MiB), all_reduce with ZW_HOST_THREADS=1, the FSDP2 CPU
+#              training step (bench/torch/bench_fsdp.py) against Gloo, and where a torch call's time goes at 1 and
+#              4 MiB (bench/torch/call_anatomy.py: through zerowire, torch's path on its do-nothing FakeProcessGroup,
+#              and zerowire alone) (hostcpu.txt). Capped at 400 s.
 #   summary    printed last: stage times and status, the tests (failed or cut with their first error lines, skipped
 #              for lack of GPUs, other skips), the collectives' time per world and stalls, memcheck, the 4-process
 #              runs, then the benchmark tables: reduce, offload, train, zerowire vs NCCL and the ring kernels.

@@ -1,12 +1,16 @@
 """Where a torch.distributed call on the zerowire backend spends the time that zerowire from C++ does not.
 
     PYTHONPATH=<site with zerowire> OMP_NUM_THREADS=1 python bench/torch/call_anatomy.py --world 2 \
-        [--sizes 256K 1M 4M] [--ops all_gather_into_tensor] [--variants torch py raw touch64K touch512K]
+        [--sizes 256K 1M 4M] [--ops all_gather_into_tensor] [--variants torch py fake raw touch64K touch512K]
 
 Each process runs blocks of `iters` blocking calls, variants interleaved over `reps` rounds, on the same tensors and
 communicator (bench_collectives.py's buffers):
 - torch: dist.<op> through the zerowire backend; raw: zerowire._C._bench_loop, the whole block in C++;
 - py: _bench_loop with one operation per call from a Python loop;
+- fake: py, with the same dist.<op> on torch's FakeProcessGroup before each operation. For all_reduce and
+  reduce_scatter_tensor that backend touches no data and returns a finished Work, so fake − py is torch.distributed's
+  own path per call, which every backend pays, and torch − fake + py − raw is what the zerowire backend adds to it
+  (its all_gather copies the input into every chunk of the output: not offered for all_gather_into_tensor);
 - touchN: py, then N bytes of a scratch tensor written between calls (what N bytes of other work between two calls
   do to the operation through the caches).
 zerowire's own operation records (ZW_FLIGHT_DIR, set here to a temporary folder) split every call into its `gap`
@@ -28,13 +32,14 @@ import torch.distributed as dist
 
 import zerowire._C
 import zerowire.torch  # noqa: F401
+from torch.testing._internal.distributed import fake_pg  # noqa: F401 (registers the "fake" backend)
 
 import launch
 from bench_collectives import buffers, call, human, parse_size
 
-# op_record.h's layout: a 512-byte header (capacity at byte 20, last issued sequence number at byte 64), then 96-byte
-# slots of 12 little-endian words: version, seq, coll_index, bytes, count, enqueue_ns, start_ns, end_ns, ...
-HEADER, SLOT = 512, 96
+# op_record.h's layout (format 2): a 512-byte header (capacity at byte 20, last issued sequence number at byte 488),
+# then 96-byte slots of 12 little-endian words: version, seq, coll_index, bytes, count, enqueue_ns, start_ns, end_ns, ...
+HEADER, SLOT, LAST_ENQUEUED = 512, 96, 488
 
 
 def ring_path(rank):
@@ -43,7 +48,7 @@ def ring_path(rank):
 
 def last_seq(path):
     with open(path, "rb") as f:
-        return struct.unpack_from("<Q", f.read(72), 64)[0]
+        return struct.unpack_from("<Q", f.read(HEADER), LAST_ENQUEUED)[0]
 
 
 def records(path, lo, hi):
@@ -58,7 +63,7 @@ def records(path, lo, hi):
     return out
 
 
-def run_block(v, op, inp, out, group, backend, iters, scratch):
+def run_block(v, op, inp, out, group, backend, iters, scratch, fake):
     if v == "raw":
         zerowire._C._bench_loop(backend, op, out, inp, iters)
         return
@@ -67,6 +72,8 @@ def run_block(v, op, inp, out, group, backend, iters, scratch):
             call(op, inp, out, group)
         return
     for _ in range(iters):
+        if v == "fake":
+            call(op, inp, out, fake)
         zerowire._C._bench_loop(backend, op, out, inp, 1)
         if scratch is not None:
             scratch.fill_(1.0)
@@ -78,6 +85,8 @@ def worker(rank, world, port, args):
     dist.init_process_group("zerowire", timeout=datetime.timedelta(seconds=600))
     group = dist.group.WORLD
     backend = group._get_backend(torch.device("cpu"))
+    # Every rank creates it (new_group is collective); it never communicates.
+    fake = dist.new_group(backend="fake") if "fake" in args.variants else None
     ring = ring_path(rank)
     for op in args.ops:
         for nbytes in args.sizes:
@@ -90,7 +99,7 @@ def worker(rank, world, port, args):
                     call(op, inp, out, group)
                     dist.barrier()
                     lo = last_seq(ring)
-                    run_block(v, op, inp, out, group, backend, args.iters, scratch)
+                    run_block(v, op, inp, out, group, backend, args.iters, scratch, fake)
                     blocks[v].append((lo, last_seq(ring)))
             dist.barrier()  # every rank's records are written: rank 0 reads them all
             if rank == 0:
@@ -122,6 +131,9 @@ def main():
     p.add_argument("--reps", type=int, default=9)
     p.add_argument("--iters", type=int, default=100)
     args = p.parse_args()
+    if "fake" in args.variants and "all_gather_into_tensor" in args.ops:
+        p.error("--variants fake: torch's FakeProcessGroup copies data in all_gather_into_tensor, so it is no "
+                "do-nothing backend there; use it with reduce_scatter_tensor and all_reduce")
     with tempfile.TemporaryDirectory(prefix="zw-anatomy-") as d:
         os.environ["ZW_FLIGHT_DIR"] = d  # the forked ranks inherit it
         os.environ.setdefault("ZW_MONITOR_RECORDS", str(1 << 16))
