@@ -42,12 +42,13 @@
 #   nccl       2 GPUs, cap 240 s. zw_gpu_coll_perf under zwrun, one process per GPU: zerowire and NCCL interleaved,
 #              allgather, reducescatter and allreduce in bf16 and f32 from 8 KiB to 1 GiB, REPS repetitions.
 #   ring       2 GPUs, cap 120 s. The same with ZW_CUDA_ALGO=ring (bf16, one repetition), beside direct and NCCL.
-#   train      cap 300 s, if bench/train/gpu.sh exists: the training comparison (zw_train, its ZeRO-3 engine on one
-#              rank, PyTorch eager and compile: IMPLS) with REPS, SHAPES (default 124m here) and DEADLINE_S set to what
-#              is left less 60 s, so it skips what would not end in time and still prints its table; then, in those
-#              60 s, the seed's offloaded ZeRO-3 configuration against the same without offload at 4 accumulation
-#              steps (train_zero3.txt; with DS_WHEELS, DeepSpeed too, see bench/train/gpu.sh). On one GPU this stage
-#              gets what the others left (typically 4-5 min).
+#   train      cap 300 s, if bench/train/gpu.sh exists: the training comparison with REPS, SHAPES (default 124m
+#              here) and DEADLINE_S set to what is left less 60 s, so it skips what would not end in time and still
+#              prints its table. IMPLS on one GPU: zw_train, its ZeRO-3 engine on one rank, PyTorch eager and compile;
+#              on several: the ZeRO-3 engine against FSDP2 eager and compiled, one rank per GPU (NPROC). Then, in
+#              those 60 s, the seed's offloaded ZeRO-3 configuration at 4 accumulation steps against the same without
+#              offload (one GPU) or FSDP2 with CPUOffloadPolicy (several) (train_zero3.txt; with DS_WHEELS, DeepSpeed
+#              too, see bench/train/gpu.sh). On one GPU this stage gets what the others left (typically 4-5 min).
 #   ncclapi    only with ZW_GPU_NCCL_API=1, best alone: ZW_GPU_SKIP=build,tests,memcheck,zero3,multiproc,reduce,offload,
 #              train (with build skipped the tree is only configured; the stage builds what it needs itself):
 #              tools/nccl-tests-check.sh — nccl-tests on libzwnccl (-c 1, one process and two sharing the GPU),
@@ -307,15 +308,19 @@ stage_offload() { run_bin 30 zw_offload_bench | tee "$LOG/offload_bench.txt"; }
 stage_train() {
   local left=$((STAGE_DEADLINE - $(date +%s) - 15)) rc
   [ "$left" -ge 30 ] || { echo "   less than 45 s left: not started"; return 124; }
-  # the flat trainer, the ZeRO-3 engine on one rank and PyTorch; then, with 75 s left, the seed's offloaded
-  # configuration against the same without offload at 4 accumulation steps (and DeepSpeed when DS_WHEELS is given)
-  SHAPES=${SHAPES:-124m} IMPLS=${IMPLS:-zw zero3 eager compile} REPS=$REPS DEADLINE_S=$((left - 60)) \
+  # One GPU: the flat trainer, the ZeRO-3 engine on one rank and PyTorch. Several: the ZeRO-3 engine against FSDP2
+  # (eager and compiled), one rank per GPU. Then, with 75 s left, the seed's offloaded configuration at 4 accumulation
+  # steps against the same without offload (one GPU) or against FSDP2's CPUOffloadPolicy (several), and DeepSpeed
+  # when DS_WHEELS is given.
+  local impls="zw zero3 eager compile" offload="seed seed-noff"
+  ((NGPU >= 2)) && impls="zero3 fsdp fsdp-compile" offload="seed fsdp-offload"
+  SHAPES=${SHAPES:-124m} IMPLS=${IMPLS:-$impls} NPROC=$NGPU REPS=$REPS DEADLINE_S=$((left - 60)) \
     bounded $((left - 48)) bash "$ROOT/bench/train/gpu.sh" "$BUILD" 2>&1 | tee "$LOG/train_gpu.txt"
   rc=${PIPESTATUS[0]}
   left=$((STAGE_DEADLINE - $(date +%s) - 15))
   [ "$left" -ge 60 ] || { echo "   less than 75 s left: the ZeRO-3 offload pass not started"; return "$rc"; }
-  SHAPES=${SHAPES:-124m} ACC=4 IMPLS="seed seed-noff${DS_WHEELS:+ ds}" REPS=1 STEPS=12 WARMUP=3 DEADLINE_S=$left \
-    bounded $((left + 12)) bash "$ROOT/bench/train/gpu.sh" "$BUILD" 2>&1 | tee "$LOG/train_zero3.txt"
+  SHAPES=${SHAPES:-124m} ACC=4 IMPLS="$offload${DS_WHEELS:+ ds}" NPROC=$NGPU REPS=1 STEPS=12 WARMUP=3 \
+    DEADLINE_S=$left bounded $((left + 12)) bash "$ROOT/bench/train/gpu.sh" "$BUILD" 2>&1 | tee "$LOG/train_zero3.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] && return "$rc"
   return 1
 }

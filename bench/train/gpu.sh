@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench/train/gpu.sh — training throughput on one GPU: zw_train against PyTorch eager and torch.compile, and
-# zw_train's ZeRO-3 engine (one rank) against the flat trainer and against DeepSpeed with the same JSON.
+# bench/train/gpu.sh — training throughput: zw_train against PyTorch eager and torch.compile on one GPU, and
+# zw_train's ZeRO-3 engine on NPROC ranks against the flat trainer, against PyTorch FSDP2 on as many ranks and
+# against DeepSpeed with the same JSON.
 #
 # Usage: bench/train/gpu.sh [BUILD_DIR]   (default build-gpu, a CUDA build: cmake -B build-gpu -G Ninja
 #        -DCMAKE_BUILD_TYPE=Release && ninja -C build-gpu zw_train)
@@ -11,6 +12,9 @@
 #        ACC=1 (gradient accumulation steps of the ZeRO-3 impls) ZWRUN=<BUILD>/tools/zwrun
 #        DS_WHEELS= (a folder of the deepspeed 0.19.8 sdist and the wheels it lacks: installed with pip --target into
 #        DS_SITE=<BUILD>/ds-site, offline, when IMPLS has ds and python cannot import deepspeed)
+#        NPROC=1 (ranks of the ZeRO-3 and FSDP2 impls, one per GPU while there are GPUs, then sharing them)
+#        FSDP_BACKEND=nccl (the FSDP2 impls' process group backend: nccl, gloo, zerowire — which needs the package on
+#        PYTHONPATH — or, through LD_PRELOAD of zerowire's libzwnccl set by the caller, nccl again)
 #
 # What is compared. The same GPT-2 (pre-norm, learned positions, tied LM head without bias, tanh GELU, layernorm
 # eps 1e-5, biases on the other linears; AdamW betas 0.9/0.95 eps 1e-8 with decay on the dim>=2 tensors, grad clip
@@ -21,14 +25,18 @@
 #   eager   torch_gpt.py --device cuda --compile 0    fp32 master weights, torch.autocast(bf16), SDPA
 #                                                     (is_causal=True), AdamW(fused=True), TF32 on for what stays fp32
 #   compile torch_gpt.py --device cuda --compile 1    the same with the model (forward + loss) in torch.compile
-# and the ZeRO-3 engine (issue 17), one rank under zwrun, micro-batch B, ACC accumulation steps (B x ACC sequences
-# per optimizer step), each with a DeepSpeed JSON written here:
+# and the ZeRO-3 engine (issue 17), NPROC ranks under zwrun, micro-batch B per rank, ACC accumulation steps (B x ACC
+# x NPROC sequences per optimizer step), each with a DeepSpeed JSON written here:
 #   zero3     bf16, stage 3, overlap_comm, contiguous_gradients, optimizer on the GPU  (against zw: the engine's cost)
 #   seed      the seed's configuration: fp16 with dynamic loss scaling, offload_optimizer cpu + pin_memory,
 #             overlap_comm, contiguous_gradients, stage 3 (train_batch_size B x ACC instead of 512)
 #   seed-noff the same without offload_optimizer (the offloaded step's cost: seed / seed-noff)
 #   ds        ds_gpt.py: DeepSpeed 0.19.8 with the seed JSON (DeepSpeedCPUAdam), torch_gpt.py's model
 #   Every JSON also says "gradient_clipping": 1.0, so that both sides clip.
+# and PyTorch FSDP2 on the same NPROC ranks, batches and accumulation (fsdp_gpt.py under torchrun, FSDP_BACKEND):
+#   fsdp         fully_shard per block and at the root, bf16 parameters, fp32 reduce, fused AdamW (against zero3)
+#   fsdp-compile the same with each block in torch.compile                                  (against zero3)
+#   fsdp-offload the same as fsdp with CPUOffloadPolicy: AdamW on the host                  (against seed)
 # Shapes (vocabulary 50304 = 50257 padded to a multiple of 128, as llm.c and nanoGPT do):
 #   124m        GPT-2 small: L12 d768 12 heads, T 1024, B 16  (16384 tokens/step)
 #   1.3b        L24 d2048 16 heads, T 1024, B 8                 (8192 tokens/step)
@@ -66,7 +74,7 @@
 # inductor cache: SHAPES=1.3b REPS=3 bench/train/gpu.sh (~5 minutes).
 #
 # Robustness: a run that fails or times out prints its last lines and shows "failed"/"timeout" in the table; the
-# comparison goes on. Non-goals: accuracy (tests/train), several GPUs, ZeRO-3 (bench/compare), CUDA graphs.
+# comparison goes on. Non-goals: accuracy (tests/train, tests/python), several hosts, CUDA graphs.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -121,12 +129,25 @@ for s in $SHAPES; do
   done
 done
 for i in $IMPLS; do
-  case $i in zw | eager | compile | zero3 | seed | seed-noff | ds) ;; *) die "unknown impl '$i' (IMPLS: zw eager compile zero3 seed seed-noff ds)" ;; esac
+  case $i in
+    zw | eager | compile | zero3 | seed | seed-noff | ds | fsdp | fsdp-compile | fsdp-offload) ;;
+    *) die "unknown impl '$i' (IMPLS: zw eager compile zero3 seed seed-noff ds fsdp fsdp-compile fsdp-offload)" ;;
+  esac
 done
 ACC=${ACC:-1}
 if ! is_uint "$ACC" || ((ACC < 1)); then die "ACC=$ACC is not a positive number"; fi
+NPROC=${NPROC:-1}
+if ! is_uint "$NPROC" || ((NPROC < 1)); then die "NPROC=$NPROC is not a positive number"; fi
+FSDP_BACKEND=${FSDP_BACKEND:-nccl}
 ZWRUN=${ZWRUN:-$BUILD/tools/zwrun}
 DS_GPT=$HERE/ds_gpt.py
+FSDP_GPT=$HERE/fsdp_gpt.py
+# GPUs the NPROC ranks use (MFU is per GPU): one per rank while there are enough
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then NGPU=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .); fi
+((NGPU >= 1)) || NGPU=1
+GPUS=$((NPROC < NGPU ? NPROC : NGPU))
+multi() { [[ $1 == zero3 || $1 == seed || $1 == seed-noff || $1 == fsdp* ]]; }  # IMPL runs on NPROC ranks
 
 now() { printf '%s\n' "${EPOCHREALTIME/,/.}"; }
 elapsed() { echo $((SECONDS - START)); }
@@ -137,8 +158,8 @@ params_of() {  # L C T -> parameter count of the model (wte V*C tied, wpe T*C, p
 flops_per_token() {  # L C T -> 6 N + 12 L C T
   awk -v N="$(params_of "$1" "$2" "$3")" -v L="$1" -v C="$2" -v T="$3" 'BEGIN {printf "%.0f", 6*N + 12*L*C*T}'
 }
-mfu_of() {  # tokens/s flops/token -> percent of PEAK_TFLOPS
-  awk -v r="$1" -v f="$2" -v p="$PEAK_TFLOPS" 'BEGIN {printf "%.1f", 100 * r * f / (p * 1e12)}'
+mfu_of() {  # tokens/s flops/token [GPUs] -> percent of PEAK_TFLOPS per GPU
+  awk -v r="$1" -v f="$2" -v p="$PEAK_TFLOPS" -v g="${3:-1}" 'BEGIN {printf "%.1f", 100 * r * f / (p * 1e12 * g)}'
 }
 estimate_s() {  # SHAPE IMPL -> a guess of one run's wall seconds on an H200 (cold compile cache)
   local big=0
@@ -150,6 +171,8 @@ estimate_s() {  # SHAPE IMPL -> a guess of one run's wall seconds on an H200 (co
     eager) ((big)) && echo 30 || echo 15 ;;
     compile) ((big)) && echo 120 || echo 75 ;;
     ds) ((big)) && echo $((150 + 20 * ACC)) || echo $((90 + 5 * ACC)) ;;
+    fsdp | fsdp-offload) ((big)) && echo $((40 + 10 * ACC)) || echo $((25 + 5 * ACC)) ;;
+    fsdp-compile) ((big)) && echo 150 || echo 100 ;;
   esac
 }
 
@@ -223,7 +246,8 @@ if [[ " $IMPLS " == *" ds "* ]]; then
     echo "gpu.sh: warning: $PYTHON cannot import deepspeed and DS_WHEELS is not a folder: the ds runs will fail" >&2
   fi
 fi
-# ds_json IMPL B -> the path of the DeepSpeed JSON of a ZeRO-3 impl with micro-batch B and ACC accumulation steps
+# ds_json IMPL B -> the path of the DeepSpeed JSON of a ZeRO-3 impl with micro-batch B per rank, ACC accumulation
+# steps and NPROC ranks (ds runs as one process: NPROC 1 there)
 ds_json() {
   local f="$WORK/$1.b$2.json" prec='"fp16": {"enabled": true}' off=',"offload_optimizer": {"device": "cpu", "pin_memory": true}'
   case $1 in
@@ -231,7 +255,7 @@ ds_json() {
     seed-noff) off="" ;;
   esac
   printf '{"train_batch_size": %d, "gradient_accumulation_steps": %d, "gradient_clipping": 1.0, %s,\n' \
-    $(($2 * ACC)) "$ACC" "$prec" >"$f"
+    $(($2 * ACC * ${3:-$NPROC})) "$ACC" "$prec" >"$f"
   printf ' "zero_optimization": {"stage": 3%s, "overlap_comm": true, "contiguous_gradients": true}}\n' "$off" >>"$f"
   echo "$f"
 }
@@ -240,7 +264,7 @@ ds_json() {
 max_window=0
 for s in $SHAPES; do
   read -r L C H T B <<<"$(shape_dims "$s")"
-  ((B * (T + 1) > max_window)) && max_window=$((B * (T + 1)))
+  ((B * ACC * NPROC * (T + 1) > max_window)) && max_window=$((B * ACC * NPROC * (T + 1)))
 done
 TOKENS=$((max_window * STEPS * 10 / 9 + 1))
 ((TOKENS < 1048576)) && TOKENS=1048576
@@ -271,8 +295,8 @@ run_one() {  # SHAPE IMPL REP -> appends to RUNS/OK/PEAK/COMP/WALL
   local shape=$1 impl=$2 rep=$3 L C H T B
   read -r L C H T B <<<"$(shape_dims "$shape")"
   local key="$shape|$impl" log="$LOGS/$shape.$impl.$rep.log" out="$WORK/zw-out"
-  local batch=$B  # zw_train's --batch is the global batch: with a JSON, B x ACC (its train_batch_size)
-  [[ $impl == zero3 || $impl == seed || $impl == seed-noff ]] && batch=$((B * ACC))
+  local batch=$B  # zw_train's --batch is the global batch: with a JSON, B x ACC x NPROC (its train_batch_size)
+  [[ $impl == zero3 || $impl == seed || $impl == seed-noff ]] && batch=$((B * ACC * NPROC))
   local common=(--layers "$L" --d-model "$C" --heads "$H" --seq-len "$T" --vocab "$VOCAB" --batch "$batch"
                 --steps "$STEPS" --lr 6e-4 --min-lr 6e-5 --warmup-steps "$WARMUP" --weight-decay 0.1
                 --grad-clip 1.0 --seed "$SEED" --data-bin "$SHARD")
@@ -284,17 +308,22 @@ run_one() {  # SHAPE IMPL REP -> appends to RUNS/OK/PEAK/COMP/WALL
       cmd=("$PYTHON" "$TORCH_GPT" --device cuda --dtype bf16 --compile "$([ "$impl" = compile ] && echo 1 || echo 0)"
            "${common[@]}" --warmup-iters "$WARMUP" --log-every 10) ;;
     zero3 | seed | seed-noff)
-      cmd=("$ZWRUN" -n 1 --timeout "$RUN_TIMEOUT_S" -- "$ZW_TRAIN" --device cuda "${common[@]}" --out-dir "$out"
+      cmd=("$ZWRUN" -n "$NPROC" --timeout "$RUN_TIMEOUT_S" -- "$ZW_TRAIN" --device cuda "${common[@]}" --out-dir "$out"
            --log-every 10 --eval-every 0 --eval-batches 1 --ckpt-every -1 --peak-tflops "$PEAK_TFLOPS"
            --deepspeed_config "$(ds_json "$impl" "$B")") ;;
     ds) cmd=("${DS_ENV[@]}" "$PYTHON" "$DS_GPT" "${common[@]}" --warmup-iters "$WARMUP" --log-every 10
-             --deepspeed_config "$(ds_json seed "$B")") ;;
+             --deepspeed_config "$(ds_json seed "$B" 1)") ;;
+    fsdp | fsdp-compile | fsdp-offload)
+      cmd=("$PYTHON" -m torch.distributed.run --standalone --nproc-per-node "$NPROC" "$FSDP_GPT" "${common[@]}"
+           --acc "$ACC" --warmup-iters "$WARMUP" --log-every 10 --backend "$FSDP_BACKEND"
+           --compile "$([ "$impl" = fsdp-compile ] && echo 1 || echo 0)"
+           --offload "$([ "$impl" = fsdp-offload ] && echo 1 || echo 0)") ;;
   esac
   # shellcheck disable=SC2206  # word splitting of the extra flags is intended
   case $impl in zw | zero3 | seed | seed-noff) cmd+=($ZW_ARGS) ;; *) cmd+=($TORCH_ARGS) ;; esac
   local left=$((DEADLINE_S - $(elapsed)))
   local tag
-  tag=$(printf '[%4ss] %-10s %-7s rep %d/%d' "$(elapsed)" "$shape" "$impl" "$rep" "$REPS")
+  tag=$(printf '[%4ss] %-10s %-12s rep %d/%d' "$(elapsed)" "$shape" "$impl" "$rep" "$REPS")
   ((rep == 1)) && echo "  + ${cmd[*]}"
   if ((left < MIN_RUN_S)); then
     echo "$tag skipped: ${left} s left before DEADLINE_S=$DEADLINE_S"
@@ -355,7 +384,8 @@ for s in $SHAPES; do
   read -r L C H T B <<<"$(shape_dims "$s")"
   echo "## $s: L$L d$C ${H}h T$T B$B V$VOCAB ($((B * T)) tokens/step), $(params_of "$L" "$C" "$T") parameters," \
     "$(awk -v f="$(flops_per_token "$L" "$C" "$T")" 'BEGIN {printf "%.3f", f / 1e9}') GFLOP/token" \
-    "$([[ " $IMPLS " =~ \ (zero3|seed|seed-noff|ds)\  ]] && echo "; ZeRO-3 impls: micro-batch $B x ACC $ACC")"
+    "$([[ " $IMPLS " =~ \ (zero3|seed|seed-noff|ds|fsdp|fsdp-compile|fsdp-offload)\  ]] &&
+      echo "; ZeRO-3/FSDP2 impls: micro-batch $B x ACC $ACC x $NPROC rank(s) on $GPUS GPU(s) (ds: 1 rank)")"
   for ((r = 1; r <= REPS; ++r)); do
     for i in $IMPLS; do run_one "$s" "$i" "$r"; done
   done
@@ -363,9 +393,9 @@ done
 
 # ---- the table
 echo
-echo "# summary: median of the runs' median tokens/s; MFU = median x (6N + 12LCT) / $PEAK_TFLOPS TFLOP/s; peak: the"
+echo "# summary: median of the runs' median tokens/s; MFU = median x (6N + 12LCT) / ($PEAK_TFLOPS TFLOP/s x GPUs); peak: the"
 echo "# largest of the runs (torch: max_memory_allocated); warm-up: torch's untimed first $WARMUP steps (compile included)"
-printf '%-12s %-8s %-30s %10s %-19s %6s %8s %9s %7s\n' shape impl "runs (tokens/s)" median "min-max" "MFU %" \
+printf '%-12s %-12s %-30s %10s %-19s %6s %8s %9s %7s\n' shape impl "runs (tokens/s)" median "min-max" "MFU %" \
   "peak GiB" "warm-up s" "wall s"
 declare -A MED
 ratio() {  # SHAPE A B -> median(A) / median(B)
@@ -389,14 +419,16 @@ for s in $SHAPES; do
       pk=-; [ -n "${PEAK[$key]:-}" ] && pk=$(printf '%.1f' "$(printf '%s\n' ${PEAK[$key]} | sort -g | tail -n 1)")
       cp=-; [ -n "${COMP[$key]:-}" ] && cp=$(printf '%s\n' ${COMP[$key]} | sort -g | tail -n 1)
       wl=$(printf '%s\n' ${WALL[$key]} | sort -g | tail -n 1)
-      printf '%-12s %-8s %-30s %10.0f %-19s %6s %8s %9s %7s\n' "$s" "$i" "${RUNS[$key]# }" "$med" \
-        "$(printf '%.0f-%.0f' "$lo" "$hi")" "$(mfu_of "$med" "$fpt")" "$pk" "$cp" "$wl"
+      g=1; multi "$i" && g=$GPUS
+      printf '%-12s %-12s %-30s %10.0f %-19s %6s %8s %9s %7s\n' "$s" "$i" "${RUNS[$key]# }" "$med" \
+        "$(printf '%.0f-%.0f' "$lo" "$hi")" "$(mfu_of "$med" "$fpt" "$g")" "$pk" "$cp" "$wl"
     else
-      printf '%-12s %-8s %-30s %10s %-19s %6s %8s %9s %7s\n' "$s" "$i" "${RUNS[$key]# }" n/a - - - - -
+      printf '%-12s %-12s %-30s %10s %-19s %6s %8s %9s %7s\n' "$s" "$i" "${RUNS[$key]# }" n/a - - - - -
     fi
   done
   line=""
-  for pair in zw/eager zw/compile compile/eager zero3/zw seed/ds seed/seed-noff seed-noff/zw; do
+  for pair in zw/eager zw/compile compile/eager zero3/zw seed/ds seed/seed-noff seed-noff/zw zero3/fsdp \
+    zero3/fsdp-compile seed/fsdp-offload fsdp-compile/fsdp; do
     a=${pair%/*} b=${pair#*/}
     [[ " $IMPLS " == *" $a "* && " $IMPLS " == *" $b "* ]] && line+=" $pair $(ratio "$s" "$a" "$b"),"
   done
