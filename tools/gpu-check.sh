@@ -74,7 +74,7 @@
 #              reduce_scatter and all_reduce, 64 KiB-64 MiB), all_reduce with ZW_HOST_THREADS=1, the FSDP2 CPU
 #              training step (bench/torch/bench_fsdp.py) against Gloo, and where a torch call's time goes at 1 and
 #              4 MiB (bench/torch/call_anatomy.py: through zerowire, torch's path on its do-nothing FakeProcessGroup,
-#              and zerowire alone) (hostcpu.txt). Capped at 400 s.
+#              and zerowire alone) (hostcpu.txt). Capped at 480 s.
 #   summary    printed last: stage times and status, the tests (failed or cut with their first error lines, skipped
 #              for lack of GPUs, other skips), the collectives' time per world and stalls, memcheck, the 4-process
 #              runs, then the benchmark tables: reduce, offload, train, zerowire vs NCCL and the ring kernels.
@@ -465,7 +465,7 @@ if [ -f "$BUILD/build.ninja" ]; then
   if [ "${ZW_GPU_NCCL_API:-0}" = 1 ]; then stage ncclapi 560; else skip_stage ncclapi "ZW_GPU_NCCL_API=1 runs it"; fi
   if [ "${ZW_GPU_TORCH:-0}" = 1 ]; then stage torch 300; else skip_stage torch "ZW_GPU_TORCH=1 runs it"; fi
   if [ "${ZW_GPU_MONITOR:-0}" = 1 ]; then stage monitor 300; else skip_stage monitor "ZW_GPU_MONITOR=1 runs it"; fi
-  if [ "${ZW_GPU_HOSTCPU:-0}" = 1 ]; then stage hostcpu 400; else skip_stage hostcpu "ZW_GPU_HOSTCPU=1 runs it"; fi
+  if [ "${ZW_GPU_HOSTCPU:-0}" = 1 ]; then stage hostcpu 480; else skip_stage hostcpu "ZW_GPU_HOSTCPU=1 runs it"; fi
 fi
 
 echo "== summary ($MODE, $NGPU GPU(s), $(($(date +%s) - START)) s of the $BUDGET s budget; logs in $LOG)"

@@ -16,8 +16,9 @@ torch_gpt.py (cross-entropy and layernorm in fp32); AdamW(fused=True) on the sha
 each block before it is sharded (torch.compile(block), the way torchtitan does: FSDP2's hooks stay outside the
 compiled graphs). --offload 1 adds CPUOffloadPolicy(pin_memory=True): the sharded parameters, gradients and AdamW
 run on the host (the figure issue 22 compares the offloaded ZeRO-3 optimizer against). --backend names the process
-group's backend: nccl (default on CUDA), gloo, or zerowire (imports zerowire.torch; "cpu:gloo,cuda:zerowire" works
-too), so that the same script measures PyTorch on NCCL, on zerowire, and on libzwnccl through LD_PRELOAD.
+group's backend: nccl (default on CUDA; "cpu:gloo,cuda:nccl" with --offload, whose gradient norm is reduced on the
+host), gloo, or zerowire (imports zerowire.torch; "cpu:gloo,cuda:zerowire" works too), so that the same script
+measures PyTorch on NCCL, on zerowire, and on libzwnccl through LD_PRELOAD.
 Processes may share a GPU (LOCAL_RANK modulo the visible GPUs) where the backend allows it (zerowire and gloo do,
 NCCL does not).
 
@@ -84,6 +85,8 @@ def init(a):
             os.environ["MASTER_PORT"] = str(s.getsockname()[1])
     cuda = a.device == "cuda"
     backend = a.backend or ("nccl" if cuda else "gloo")
+    if a.offload and backend == "nccl":
+        backend = "cpu:gloo,cuda:nccl"  # the offloaded shards' gradient norm is reduced on the host
     if "zerowire" in backend:
         import zerowire.torch  # noqa: F401 (registers the backend)
     world = int(os.environ["WORLD_SIZE"])
@@ -97,7 +100,7 @@ def init(a):
         dev, gpus = torch.device("cpu"), 0
         torch.set_num_threads(a.threads)
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=a.timeout_s),
-                            **({"device_id": dev} if cuda and backend == "nccl" else {}))
+                            **({"device_id": dev} if cuda and "nccl" in backend else {}))
     return dist.get_rank(), world, dev, gpus, backend
 
 
