@@ -30,7 +30,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_gpt import GPT, SplitMix, allow_tf32, load_tokens, lr_at, report  # noqa: E402
+from torch_gpt import GPU_DEFAULTS, GPT, SplitMix, add_train_args, allow_tf32, load_tokens, lr_at, report  # noqa: E402
 
 
 def free_port():
@@ -56,17 +56,9 @@ def ds_config(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for flag, typ, default in (("--layers", int, 12), ("--d-model", int, 768), ("--heads", int, 12),
-                               ("--seq-len", int, 1024), ("--vocab", int, 50304), ("--batch", int, 16),
-                               ("--steps", int, 30), ("--lr", float, 6e-4), ("--min-lr", float, 6e-5),
-                               ("--warmup-steps", int, 5), ("--weight-decay", float, 0.1),
-                               ("--grad-clip", float, 1.0), ("--seed", int, 1337), ("--warmup-iters", int, 5),
-                               ("--log-every", int, 10)):
-        ap.add_argument(flag, type=typ, default=default)
-    ap.add_argument("--data-bin", required=True, help="llm.c token shard (uint16 tokens)")
+    add_train_args(ap, GPU_DEFAULTS, data_bin_only=True)
     ap.add_argument("--deepspeed_config", "--deepspeed-config", required=True, help="DeepSpeed JSON (as zw_train)")
     a = ap.parse_args()
-    a.data = None
     if not torch.cuda.is_available():
         raise SystemExit("ds_gpt: needs a CUDA device")
     if a.warmup_iters >= a.steps:

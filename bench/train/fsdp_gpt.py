@@ -43,22 +43,16 @@ import torch.distributed as dist
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_gpt import GPT, SplitMix, allow_tf32, load_tokens, lr_at  # noqa: E402
+from torch_gpt import GPU_DEFAULTS, GPT, SplitMix, add_train_args, allow_tf32, load_tokens, lr_at  # noqa: E402
 
 
 def parse():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for flag, typ, default in (("--layers", int, 12), ("--d-model", int, 768), ("--heads", int, 12),
-                               ("--seq-len", int, 1024), ("--vocab", int, 50304), ("--batch", int, 16),
-                               ("--acc", int, 1), ("--steps", int, 30), ("--lr", float, 6e-4),
-                               ("--min-lr", float, 6e-5), ("--warmup-steps", int, 5), ("--weight-decay", float, 0.1),
-                               ("--grad-clip", float, 1.0), ("--seed", int, 1337), ("--warmup-iters", int, 5),
-                               ("--log-every", int, 10), ("--compile", int, 0), ("--offload", int, 0),
-                               ("--threads", int, 1)):
-        ap.add_argument(flag, type=typ, default=default)
-    data = ap.add_mutually_exclusive_group(required=True)
-    data.add_argument("--data", help="byte-level training text")
-    data.add_argument("--data-bin", help="llm.c token shard (uint16 tokens; set --vocab to match)")
+    add_train_args(ap, GPU_DEFAULTS)
+    ap.add_argument("--acc", type=int, default=1, help="accumulation steps (micro-batches per optimizer step)")
+    ap.add_argument("--compile", type=int, default=0)
+    ap.add_argument("--offload", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per rank on the CPU")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
     ap.add_argument("--dtype", choices=("bf16", "fp32"), default=None,
                     help="parameters in the forward and backward (default: bf16 on cuda, fp32 on cpu)")

@@ -163,19 +163,36 @@ def allow_tf32():
         torch.set_float32_matmul_precision("high")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for flag, typ, default in (("--layers", int, 6), ("--d-model", int, 256), ("--heads", int, 8),
-                               ("--seq-len", int, 256), ("--vocab", int, 256), ("--batch", int, 4),
-                               ("--steps", int, 10), ("--lr", float, 1e-3), ("--min-lr", float, 1e-4),
-                               ("--warmup-steps", int, 2), ("--weight-decay", float, 0.1),
-                               ("--grad-clip", float, 1.0), ("--seed", int, 1337), ("--threads", int, 1),
-                               ("--warmup-iters", int, 0), ("--compile", int, 0), ("--tf32", int, 1),
-                               ("--log-every", int, 1)):
+# The flags every twin of zw_train shares (model shape, batch, schedule, timing), in zw_train's spelling, and the
+# defaults of the CPU comparison (run.sh) and of the GPU ones (gpu.sh: GPT-2 small).
+TRAIN_FLAGS = (("--layers", int), ("--d-model", int), ("--heads", int), ("--seq-len", int), ("--vocab", int),
+               ("--batch", int), ("--steps", int), ("--lr", float), ("--min-lr", float), ("--warmup-steps", int),
+               ("--weight-decay", float), ("--grad-clip", float), ("--seed", int), ("--warmup-iters", int),
+               ("--log-every", int))
+CPU_DEFAULTS = (6, 256, 8, 256, 256, 4, 10, 1e-3, 1e-4, 2, 0.1, 1.0, 1337, 0, 1)
+GPU_DEFAULTS = (12, 768, 12, 1024, 50304, 16, 30, 6e-4, 6e-5, 5, 0.1, 1.0, 1337, 5, 10)
+
+
+def add_train_args(ap, defaults, data_bin_only=False):
+    """Adds TRAIN_FLAGS with `defaults` (in their order) and the data source: --data or --data-bin, or --data-bin
+    alone."""
+    for (flag, typ), default in zip(TRAIN_FLAGS, defaults, strict=True):
         ap.add_argument(flag, type=typ, default=default)
+    if data_bin_only:
+        ap.add_argument("--data-bin", required=True, help="llm.c token shard (uint16 tokens)")
+        ap.set_defaults(data=None)
+        return
     data = ap.add_mutually_exclusive_group(required=True)
     data.add_argument("--data", help="byte-level training text")
     data.add_argument("--data-bin", help="llm.c token shard (uint16 tokens; set --vocab to match)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_train_args(ap, CPU_DEFAULTS)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--compile", type=int, default=0)
+    ap.add_argument("--tf32", type=int, default=1)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     # per-device defaults: cuda gets what gpu.sh compares against, cpu keeps what run.sh has always measured
     ap.add_argument("--dtype", choices=("bf16", "fp32"), help="autocast dtype (default: bf16 on cuda, fp32 on cpu)")
