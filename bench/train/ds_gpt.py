@@ -7,7 +7,9 @@ LR and gradient clipping as zw_train, trained by DeepSpeed with the JSON that zw
 DeepSpeed runs as one process (RANK=0, WORLD_SIZE=1, LOCAL_RANK=0 and MASTER_ADDR/PORT are set here when absent).
 
 What is added to the JSON, and why: an "optimizer" section (AdamW with --lr, betas 0.9/0.95, eps 1e-8 and
---weight-decay; DeepSpeed turns it into DeepSpeedCPUAdam when offload_optimizer is on, FusedAdam otherwise), and
+--weight-decay; DeepSpeed turns it into DeepSpeedCPUAdam when offload_optimizer is on; otherwise it asks for torch's
+fused AdamW ("torch_adam": true, "fused": true), the kernel the eager, compile and FSDP2 sides use — DeepSpeed's own
+FusedAdam would be JIT-built with nvcc on every fresh machine, a minute of each device call), and
 "gradient_clipping": --grad-clip when the file has none (zw_train clips at --grad-clip in that case, so both sides
 do the same work). Decay goes to the dim >= 2 tensors only, as on every other side (two parameter groups). The
 tied LM head reads wte.weight outside the wte module, so it is registered with
@@ -51,6 +53,9 @@ def ds_config(a):
     cfg.setdefault("steps_per_print", 10**9)
     cfg["optimizer"] = {"type": "AdamW", "params": {"lr": a.lr, "betas": [0.9, 0.95], "eps": 1e-8,
                                                      "weight_decay": a.weight_decay}}
+    offload = cfg.get("zero_optimization", {}).get("offload_optimizer", {}).get("device", "none")
+    if offload in ("none", None):
+        cfg["optimizer"]["params"].update({"torch_adam": True, "fused": True})
     return cfg, acc
 
 

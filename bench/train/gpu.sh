@@ -32,6 +32,8 @@
 #             overlap_comm, contiguous_gradients, stage 3 (train_batch_size B x ACC instead of 512)
 #   seed-noff the same without offload_optimizer (the offloaded step's cost: seed / seed-noff)
 #   ds        ds_gpt.py: DeepSpeed 0.19.8 with the seed JSON (DeepSpeedCPUAdam), torch_gpt.py's model
+#   ds-noff   the same with the seed-noff JSON, ds-zero3 with zero3's (optimizer on the GPU: torch's fused AdamW,
+#             as ds_gpt.py says why)
 #   Every JSON also says "gradient_clipping": 1.0, so that both sides clip.
 # and PyTorch FSDP2 on the same NPROC ranks, batches and accumulation (fsdp_gpt.py under torchrun, FSDP_BACKEND):
 #   fsdp         fully_shard per block and at the root, bf16 parameters, fp32 reduce, fused AdamW (against zero3)
@@ -130,8 +132,9 @@ for s in $SHAPES; do
 done
 for i in $IMPLS; do
   case $i in
-    zw | eager | compile | zero3 | seed | seed-noff | ds | fsdp | fsdp-compile | fsdp-offload) ;;
-    *) die "unknown impl '$i' (IMPLS: zw eager compile zero3 seed seed-noff ds fsdp fsdp-compile fsdp-offload)" ;;
+    zw | eager | compile | zero3 | seed | seed-noff | ds | ds-noff | ds-zero3 | fsdp | fsdp-compile | fsdp-offload) ;;
+    *) die "unknown impl '$i' (IMPLS: zw eager compile zero3 seed seed-noff ds ds-noff ds-zero3 fsdp fsdp-compile" \
+         "fsdp-offload)" ;;
   esac
 done
 ACC=${ACC:-1}
@@ -170,7 +173,7 @@ estimate_s() {  # SHAPE IMPL -> a guess of one run's wall seconds on an H200 (co
     seed) ((big)) && echo $((40 + 15 * ACC)) || echo $((15 + 5 * ACC)) ;;
     eager) ((big)) && echo 30 || echo 15 ;;
     compile) ((big)) && echo 120 || echo 75 ;;
-    ds) ((big)) && echo $((150 + 20 * ACC)) || echo $((90 + 5 * ACC)) ;;
+    ds*) ((big)) && echo $((150 + 20 * ACC)) || echo $((90 + 5 * ACC)) ;;
     fsdp | fsdp-offload) ((big)) && echo $((40 + 10 * ACC)) || echo $((25 + 5 * ACC)) ;;
     fsdp-compile) ((big)) && echo 150 || echo 100 ;;
   esac
@@ -224,7 +227,7 @@ if [[ " $IMPLS " =~ \ (zero3|seed|seed-noff)\  ]] && [ ! -x "$ZWRUN" ]; then
   echo "gpu.sh: warning: $ZWRUN is not built (ninja -C $BUILD zwrun): the ZeRO-3 runs will fail" >&2
 fi
 DS_ENV=()
-if [[ " $IMPLS " == *" ds "* ]]; then
+if [[ " $IMPLS " =~ \ ds(-noff|-zero3)?\  ]]; then
   if "$PYTHON" -c 'import deepspeed' >/dev/null 2>&1; then
     echo "# deepspeed: $("$PYTHON" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -n 1) (installed)"
   elif [ -n "${DS_WHEELS:-}" ] && [ -d "$DS_WHEELS" ]; then
@@ -311,8 +314,12 @@ run_one() {  # SHAPE IMPL REP -> appends to RUNS/OK/PEAK/COMP/WALL
       cmd=("$ZWRUN" -n "$NPROC" --timeout "$RUN_TIMEOUT_S" -- "$ZW_TRAIN" --device cuda "${common[@]}" --out-dir "$out"
            --log-every 10 --eval-every 0 --eval-batches 1 --ckpt-every -1 --peak-tflops "$PEAK_TFLOPS"
            --deepspeed_config "$(ds_json "$impl" "$B")") ;;
-    ds) cmd=("${DS_ENV[@]}" "$PYTHON" "$DS_GPT" "${common[@]}" --warmup-iters "$WARMUP" --log-every 10
-             --deepspeed_config "$(ds_json seed "$B" 1)") ;;
+    ds | ds-noff | ds-zero3)  # the JSON of seed, seed-noff or zero3
+      local json=seed
+      [ "$impl" = ds ] || json=${impl#ds-}
+      [ "$json" = noff ] && json=seed-noff
+      cmd=("${DS_ENV[@]}" "$PYTHON" "$DS_GPT" "${common[@]}" --warmup-iters "$WARMUP" --log-every 10
+           --deepspeed_config "$(ds_json "$json" "$B" 1)") ;;
     fsdp | fsdp-compile | fsdp-offload)
       cmd=("$PYTHON" -m torch.distributed.run --standalone --nproc-per-node "$NPROC" "$FSDP_GPT" "${common[@]}"
            --acc "$ACC" --warmup-iters "$WARMUP" --log-every 10 --backend "$FSDP_BACKEND"
@@ -384,7 +391,7 @@ for s in $SHAPES; do
   read -r L C H T B <<<"$(shape_dims "$s")"
   echo "## $s: L$L d$C ${H}h T$T B$B V$VOCAB ($((B * T)) tokens/step), $(params_of "$L" "$C" "$T") parameters," \
     "$(awk -v f="$(flops_per_token "$L" "$C" "$T")" 'BEGIN {printf "%.3f", f / 1e9}') GFLOP/token" \
-    "$([[ " $IMPLS " =~ \ (zero3|seed|seed-noff|ds|fsdp|fsdp-compile|fsdp-offload)\  ]] &&
+    "$([[ " $IMPLS " =~ \ (zero3|seed|seed-noff|ds|ds-noff|ds-zero3|fsdp|fsdp-compile|fsdp-offload)\  ]] &&
       echo "; ZeRO-3/FSDP2 impls: micro-batch $B x ACC $ACC x $NPROC rank(s) on $GPUS GPU(s) (ds: 1 rank)")"
   for ((r = 1; r <= REPS; ++r)); do
     for i in $IMPLS; do run_one "$s" "$i" "$r"; done
@@ -427,8 +434,8 @@ for s in $SHAPES; do
     fi
   done
   line=""
-  for pair in zw/eager zw/compile compile/eager zero3/zw seed/ds seed/seed-noff seed-noff/zw zero3/fsdp \
-    zero3/fsdp-compile seed/fsdp-offload fsdp-compile/fsdp; do
+  for pair in zw/eager zw/compile compile/eager zero3/zw seed/ds seed-noff/ds-noff zero3/ds-zero3 seed/seed-noff \
+    seed-noff/zw zero3/fsdp zero3/fsdp-compile seed/fsdp-offload fsdp-compile/fsdp; do
     a=${pair%/*} b=${pair#*/}
     [[ " $IMPLS " == *" $a "* && " $IMPLS " == *" $b "* ]] && line+=" $pair $(ratio "$s" "$a" "$b"),"
   done
