@@ -104,7 +104,7 @@ Status Engine::allocate() {
   MemRef source;  // what is gathered: the 16-bit shard, or the f32 master without fp16/bf16
   if (options_.cuda != nullptr) {
     ZW_TRY(allocate_device());
-    if (model_dtype_ == DataType::kFloat32)
+    if (model_dtype_ == DataType::kFloat32 || gpu_optimizer())
       source = gpu_optimizer() ? d_master_.tensor().mem : MemRef::host(master_.data(), n * 4);
     else
       source = pinned16_.ptr != nullptr ? pinned16_ : d_model16_.tensor().mem;
@@ -136,6 +136,7 @@ Status Engine::allocate() {
   po.persistence_threshold = z.param_persistence_threshold;
   po.model_persistence_numel = z.model_persistence_threshold;
   po.gather_dtype = model_dtype_;
+  po.round_source = device_ && gpu_optimizer() && model_dtype_ != DataType::kFloat32;
   po.poison_released = options_.poison_released;
   po.device = device_.get();
   if (options_.timeline) {

@@ -2,15 +2,18 @@
 // sharded (optionally offloaded) Adam step, driven by a DeepSpeed config, in host memory or on a CUDA device.
 //
 // DEVICE ENGINE (EngineOptions::cuda set; engine_device.cc). The model runs on CUDA and the engine's buffers move to
-// the GPU: the 16-bit shard (or f32 without fp16/bf16), the K gather buffers, the two f32 unit-gradient buffers,
-// the buckets and the f32 gradient shard are device memory. fetch() returns the gathered unit in the model's compute
+// the GPU: the gather source (below), the K gather buffers, the two f32 unit-gradient buffers, the buckets and the
+// f32 gradient shard are device memory. fetch() returns the gathered unit in the model's compute
 // dtype (no f32 conversion) and an f32 device gradient buffer. Gathers and gradient reduction run on the engine's
 // communication stream, ordered against the context's compute stream with events (prefetch.h, grad_reducer.h); the
 // host waits only for the collectives' Work handles at end_micro_step (where the trainer reads the loss anyway) and
 // once per step for the squared gradient norm (one f32 read, one f64 all-reduce: overflow and norm together).
 // Placements, as DeepSpeed names them:
 //   offload_optimizer none: fp32 master, Adam m and v on the GPU; the step is tensor::FlatAdamW's CUDA AdamW
-//     (AdamW only: Adam with L2 weight decay is refused), writing the 16-bit shard.
+//     (AdamW only: Adam with L2 weight decay is refused). No 16-bit copy of the shard is kept: each gather rounds
+//     this rank's part of the master into its place in the gather buffer first (as FSDP2 casts its all-gather
+//     input), 2 bytes per shard element less than DeepSpeed's persistent 16-bit partition, for one small kernel
+//     per gather on the communication stream.
 //   offload_optimizer cpu (pin_memory or not): master, m, v in host memory, the CPU Adam of the host engine run by
 //     OffloadPipeline's tiled device path (gradient tiles copied down, 16-bit tiles copied up while tiles update).
 //   offload_param cpu (needs offload_optimizer cpu): the 16-bit shard in page-locked host memory, written by the
@@ -94,7 +97,7 @@ struct StepResult {
 
 // Bytes this rank holds, for the memory test and the log.
 struct EngineMemory {
-  size_t param_shard_bytes = 0;  // fp32 master shard + 16-bit copy
+  size_t param_shard_bytes = 0;  // fp32 master shard + 16-bit copy (none with the optimizer on the GPU)
   size_t optimizer_bytes = 0;    // Adam m and v
   size_t grad_shard_bytes = 0;   // fp32 gradient accumulator
   size_t gather_pool_bytes = 0;  // prefetch buffers (incl. persistent units)

@@ -41,7 +41,9 @@ Status Engine::allocate_device() {
     ZW_ASSIGN_OR_RETURN(m_, alloc_pinned_hugepage(nb));
     ZW_ASSIGN_OR_RETURN(v_, alloc_pinned_hugepage(nb));
   }
-  if (model_dtype_ != DataType::kFloat32) {
+  // With the optimizer on the GPU each gather rounds the f32 master into its buffer (PrefetchOptions::round_source):
+  // no 16-bit copy of the shard is kept (2 bytes per shard element less, and the optimizer writes none).
+  if (model_dtype_ != DataType::kFloat32 && !gpu_optimizer()) {
     if (config_.zero.offload_param.device == OffloadDevice::kCpu) {
       ZW_ASSIGN_OR_RETURN(pinned16_, device_->alloc_pinned(size_t(n) * 2));
     } else {
@@ -50,8 +52,12 @@ Status Engine::allocate_device() {
   }
   ZW_ASSIGN_OR_RETURN(d_sumsq_, OwnedTensor::zeros(DataType::kFloat32, Shape{1}, MemKind::kCudaDevice, dev));
   ZW_ASSIGN_OR_RETURN(d_factor_, OwnedTensor::zeros(DataType::kFloat32, Shape{1}, MemKind::kCudaDevice, dev));
-  ZW_INFO(kZero, "zero-3 engine: device %d, optimizer %s, 16-bit shard in %s memory", dev,
-          gpu_optimizer() ? "on the GPU" : "offloaded to the CPU", pinned16_.ptr != nullptr ? "pinned host" : "device");
+  ZW_INFO(kZero, "zero-3 engine: device %d, optimizer %s, gathers from %s", dev,
+          gpu_optimizer() ? "on the GPU" : "offloaded to the CPU",
+          model_dtype_ == DataType::kFloat32 ? "the f32 master"
+          : gpu_optimizer()                  ? "the f32 master, rounded at each gather"
+          : pinned16_.ptr != nullptr         ? "a 16-bit shard in pinned host memory"
+                                             : "a 16-bit shard in device memory");
   return Status();
 }
 
@@ -72,15 +78,13 @@ Status Engine::upload_master(const float* host) {
   return options_.cuda->synchronize();  // `host` may go away when this returns
 }
 
-// The 16-bit shard (the gather source) from the master: on the device (GPU optimizer), or rounded on the host and
-// copied up (offloaded optimizer; offload_param: rounded straight into the pinned shard).
+// The 16-bit shard (the gather source) from the master, rounded on the host and copied up (offloaded optimizer;
+// offload_param: rounded straight into the pinned shard). The GPU optimizer's gathers read the master itself.
 Status Engine::refresh_model16_device() {
   const tensor::CudaScope scope(*options_.cuda);
   const int64_t n = pm_.total_shard_numel();
-  if (model_dtype_ != DataType::kFloat32) {
-    if (gpu_optimizer()) {
-      ZW_TRY(tensor::convert(d_master_, d_model16_));
-    } else if (pinned16_.ptr != nullptr) {
+  if (model_dtype_ != DataType::kFloat32 && !gpu_optimizer()) {
+    if (pinned16_.ptr != nullptr) {
       ZW_TRY(tensor::convert(view(MemRef::host(master_.data(), master_.size()), DataType::kFloat32, n),
                              view(pinned16_, model_dtype_, n)));
     } else {
@@ -126,7 +130,7 @@ Result<StepResult> Engine::step_device(double lr) {
       a.beta2 = p.beta2;
       a.eps = p.eps;
       a.weight_decay = p.weight_decay;
-      ZW_TRY(gpu_adam_.step(a, steps_, d_master_, d_grad_, d_model16_, d_factor_));
+      ZW_TRY(gpu_adam_.step(a, steps_, d_master_, d_grad_, Tensor{}, d_factor_));  // gathers round the master
       last_sub_groups_ = 1;
     } else {
       ZW_TRY(adam_sub_groups(p));

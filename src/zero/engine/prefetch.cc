@@ -45,10 +45,17 @@ Result<std::unique_ptr<PrefetchScheduler>> PrefetchScheduler::create(Communicato
   if (source.kind != MemKind::kHost && options.device == nullptr)
     return Status(Code::kInvalidArgument, std::string("prefetch: the shard space is ") + mem_kind_name(source.kind) +
                                               " memory but no device was given; set PrefetchOptions::device");
-  if (source.bytes < size_t(pm.total_shard_numel()) * dtype_size(d))
+  if (options.round_source && (options.device == nullptr || d == DataType::kFloat32 || source.kind == MemKind::kHost))
+    return Status(Code::kInvalidArgument,
+                  std::string("prefetch: round_source needs an f32 shard space in device memory and a 16-bit gather "
+                              "dtype on a device; got ") +
+                      mem_kind_name(source.kind) + " memory, gather dtype " + dtype_name(d) +
+                      (options.device == nullptr ? ", no device" : ""));
+  const size_t source_elem = options.round_source ? 4 : dtype_size(d);
+  if (source.bytes < size_t(pm.total_shard_numel()) * source_elem)
     return Status(Code::kInvalidArgument, "prefetch: the source shard space holds " + std::to_string(source.bytes) +
                                               " bytes, rank " + std::to_string(pm.rank()) + " needs " +
-                                              std::to_string(pm.total_shard_numel() * dtype_size(d)));
+                                              std::to_string(size_t(pm.total_shard_numel()) * source_elem));
   std::unique_ptr<PrefetchScheduler> s(new PrefetchScheduler(comm, pm, source, options));
   ZW_TRY(s->allocate());
   return s;
@@ -144,7 +151,8 @@ Status PrefetchScheduler::allocate_device(size_t total) {
 }
 
 // Device: the gather runs on the communication stream after the buffer's previous unit was released by compute;
-// a host source (offload_param) is first copied up into this rank's place of the buffer, then gathered in place.
+// a host source (offload_param) is first copied up into this rank's place of the buffer, and an f32 one
+// (round_source) rounded into it, then gathered in place.
 Status PrefetchScheduler::issue_device(UnitState& st, const CollectiveOptions& o, int unit) {
   EngineDevice& dev = *options_.device;
   Slot& slot = slots_[st.slot];
@@ -154,7 +162,12 @@ Status PrefetchScheduler::issue_device(UnitState& st, const CollectiveOptions& o
   }
   CollectiveOptions g = o;
   g.stream = dev.comm();
-  if (o.input.kind == MemKind::kHost) {
+  if (options_.round_source) {
+    const size_t bytes = o.count * dtype_size(o.dtype);
+    g.input = o.output.slice(size_t(pm_.rank()) * bytes, bytes);
+    ZW_TRY(dev.pack(static_cast<const float*>(o.input.ptr), 0, 1, int64_t(o.count), 1.0f, o.dtype, g.input.ptr, 0,
+                    dev.comm()));
+  } else if (o.input.kind == MemKind::kHost) {
     g.input = o.output.slice(size_t(pm_.rank()) * o.input.bytes, o.input.bytes);
     ZW_TRY(dev.copy(g.input.ptr, o.input.ptr, o.input.bytes, dev.comm()));
   }
@@ -281,7 +294,8 @@ Status PrefetchScheduler::issue(int unit, bool prefetch) {
   const int64_t S = pm_.shard_numel(unit);
   const size_t g = dtype_size(options_.gather_dtype);
   CollectiveOptions o;
-  o.input = source_.slice(size_t(pm_.shard_offset(unit)) * g, size_t(S) * g);
+  const size_t sg = options_.round_source ? 4 : g;  // the source's element size
+  o.input = source_.slice(size_t(pm_.shard_offset(unit)) * sg, size_t(S) * sg);
   o.output = slots_[st.slot].gather.slice(0, size_t(pm_.unit(unit).padded_numel) * g);
   o.count = size_t(S);
   o.dtype = options_.gather_dtype;

@@ -21,9 +21,11 @@
 // gathered buffer itself, in gather_dtype (the model's compute dtype on CUDA: nothing is converted). Gathers run on
 // the device's communication stream: a gather into a buffer first waits for the event the compute stream recorded
 // when the buffer's previous unit was released, and acquire() makes the compute stream wait for the gather's event
-// instead of waiting on the host. The source shard space may be device memory (gathered from directly) or
-// page-locked host memory (offload_param: the rank's own shard is copied up into its place in the gather buffer on
-// the communication stream, then gathered in place). The host waits for the gathers' Work handles only at
+// instead of waiting on the host. The source shard space may be device memory (gathered from directly), the f32
+// master on the device (round_source: each gather first rounds the rank's own shard to gather_dtype, nearest-even,
+// into its place in the gather buffer on the communication stream, then gathers in place — no persistent 16-bit
+// copy of the shard, as FSDP2 casts into its all-gather input) or page-locked host memory (offload_param: the rank's
+// own shard is copied up into its place in the gather buffer, then gathered in place). The host waits for the gathers' Work handles only at
 // end_pass() and invalidate() (errors, dead peers), by then long complete. begin_pass() orders the pass's gathers
 // after everything queued on the compute stream before it (the optimizer's new 16-bit weights).
 // A unit may land in a different buffer each time it is gathered, so callers must not keep views across
@@ -54,6 +56,7 @@ struct PrefetchOptions {
   int64_t persistence_threshold = 100000;       // stage3_param_persistence_threshold: units this small persist
   int64_t model_persistence_numel = INT64_MAX;  // stage3_model_persistence_threshold: cap on persistent elements
   DataType gather_dtype = DataType::kFloat32;   // f32, f16 or bf16 (the dtype of the source shard space)
+  bool round_source = false;  // device, f16/bf16 gathers: the source shard space is f32, rounded at each gather
   bool poison_released = false;  // test hook: fill a buffer with NaN when its unit leaves (catches stale views)
   EngineDevice* device = nullptr;  // set: the pool is device memory, gathers on its communication stream (not owned)
   Timeline* timeline = nullptr;    // records every gather and wait when set (must outlive the scheduler)
@@ -83,7 +86,8 @@ struct PrefetchStats {
 
 class PrefetchScheduler {
  public:
-  // `source` is this rank's shard space in options.gather_dtype (the all-gather input); it must stay valid.
+  // `source` is this rank's shard space in options.gather_dtype (the all-gather input), or in f32 with
+  // options.round_source; it must stay valid.
   static Result<std::unique_ptr<PrefetchScheduler>> create(Communicator& comm, const PartitionManager& pm,
                                                            MemRef source, const PrefetchOptions& options);
   ~PrefetchScheduler();

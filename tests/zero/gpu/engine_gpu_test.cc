@@ -9,7 +9,8 @@
 // With 2 ranks a sum has one rounding whatever the order, and the offloaded optimizer is the same CPU Adam on both
 // paths, so the device engine must give the host engine's bits: the f32 gradient shard before each step and every
 // gathered value after (bf16 and fp16, with and without offload_param). The GPU optimizer (tensor::FlatAdamW) is
-// compared within one 16-bit rounding. Also: an inf gradient on one rank skips the step on both (the device
+// compared within one 16-bit rounding; it keeps no 16-bit copy of the shard (its gathers round the f32 master), so
+// its parameter shard is 4 bytes an element where the host engine's is 6. Also: an inf gradient on one rank skips the step on both (the device
 // overflow test) and halves the loss scale; the timeline's spans are device-timed. Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -48,6 +49,7 @@ struct Outcome {
   std::vector<std::vector<float>> units;        // gathered after the last step
   std::vector<StepResult> steps;
   std::vector<Span> spans;
+  EngineMemory memory;
 };
 
 float grad_value(int rank, int micro, int unit, int64_t i, int step) {
@@ -134,6 +136,7 @@ Outcome run_engine(Communicator& comm, const ZeroConfig& cfg, const tensor::Mode
     EXPECT_TRUE(s.ok()) << s.to_string();
   }
   if (e.timeline() != nullptr) out.spans = e.timeline()->spans();
+  out.memory = e.memory();
   return out;
 }
 
@@ -189,6 +192,9 @@ TEST_P(DeviceEngine, MatchesTheHostEngine) {
           ASSERT_LE(std::fabs(a[i] - b[i]), 1e-2f * std::fabs(a[i]) + 1e-6f) << "rank " << r << " unit " << u << ", " << i;
       }
     }
+    const size_t host_params = host[size_t(r)].memory.param_shard_bytes;  // f32 master + 16-bit copy
+    EXPECT_EQ(dev[size_t(r)].memory.param_shard_bytes, c.exact ? host_params : host_params / 6 * 4)
+        << "rank " << r << ": the GPU optimizer's gathers round the master, no 16-bit shard is kept";
     for (int s = 0; s < 2; ++s) {
       EXPECT_FALSE(dev[size_t(r)].steps[size_t(s)].skipped);
       EXPECT_NEAR(dev[size_t(r)].steps[size_t(s)].grad_norm, host[size_t(r)].steps[size_t(s)].grad_norm,
