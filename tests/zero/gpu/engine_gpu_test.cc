@@ -14,17 +14,22 @@
 // overflow test) and halves the loss scale; the timeline's spans are device-timed. Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <cuda_runtime.h>
+
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "kernels/element.h"
 #include "tensor/cuda_context.h"
 #include "tensor/tensor.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/zero/engine/layout_util.h"
 #include "tests/zero/engine/rank_threads.h"
+#include "zero/engine/device.h"
 #include "zero/engine/engine.h"
 
 namespace zw::zero::testing {
@@ -256,6 +261,76 @@ TEST(DeviceEngineTimeline, SpansComeFromStreamEvents) {
     EXPECT_GE(f.all_gather.fraction, 0.0);
     EXPECT_LE(f.all_gather.fraction, 1.0);
   }
+}
+
+// EngineDevice::pack against the host's rounding rule (kernels/element.h), bit for bit: four elements a thread where
+// pointers and strides allow it, one a thread for the tail and for misaligned pointers or strides; a subnormal and a
+// value beyond f16's range among the inputs (no NaN: CUDA's arithmetic returns its canonical NaN, not the payload).
+TEST(DevicePack, MatchesTheHostRoundingAtEveryAlignment) {
+  SKIP_WITHOUT_GPU();
+  auto dev = EngineDevice::create(0, nullptr);
+  ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+  EngineDevice& d = *dev.value();
+  constexpr int64_t kMax = 4096;
+  float* src = nullptr;
+  void* dst = nullptr;
+  ASSERT_EQ(cudaMalloc(&src, kMax * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dst, kMax * 4), cudaSuccess);
+  std::vector<float> host(kMax);
+  for (int64_t i = 0; i < kMax; ++i)
+    host[size_t(i)] = 1e3f * std::sin(0.731f * float(i)) * std::exp(-0.01f * float(i % 97));
+  host[5] = 1e-41f;  // subnormal
+  host[6] = 2e5f;    // beyond f16's range once scaled
+  ASSERT_EQ(cudaMemcpy(src, host.data(), kMax * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  const float scale = 0.37f;
+  for (DataType dtype : {DataType::kBFloat16, DataType::kFloat16, DataType::kFloat32}) {
+    const size_t es = dtype_size(dtype);
+    for (int64_t src_off : {0, 1, 4}) {
+      for (int64_t dst_off : {0, 2, 4}) {
+        for (int parts : {1, 3}) {
+          for (int64_t n : {1, 3, 4, 5, 64, 1027}) {
+            for (int64_t stride_pad : {0, 1}) {
+              const int64_t stride = (n + 3) / 4 * 4 + stride_pad;  // a multiple of 4 without the pad
+              const int64_t src_stride = stride, dst_stride = stride;
+              ASSERT_LE(src_off + parts * src_stride, kMax);
+              ASSERT_EQ(cudaMemset(dst, 0xAB, kMax * 4), cudaSuccess);
+              auto* out = static_cast<std::byte*>(dst) + size_t(dst_off) * es;
+              ASSERT_TRUE(d.pack(src + src_off, src_stride, parts, n, scale, dtype, out, dst_stride, nullptr).ok());
+              ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+              std::vector<std::byte> got(kMax * 4);
+              ASSERT_EQ(cudaMemcpy(got.data(), dst, kMax * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+              for (int q = 0; q < parts; ++q)
+                for (int64_t i = 0; i < n; ++i) {
+                  const float x = host[size_t(src_off + q * src_stride + i)] * scale;
+                  const size_t at = size_t(dst_off + q * dst_stride + i) * es;
+                  uint32_t want = 0, have = 0;
+                  if (dtype == DataType::kFloat32) {
+                    std::memcpy(&want, &x, 4);
+                  } else {
+                    want = dtype == DataType::kBFloat16 ? kernels::f32_to_bf16(x) : kernels::f32_to_f16(x);
+                  }
+                  std::memcpy(&have, got.data() + at, es);
+                  ASSERT_EQ(have, want) << dtype_name(dtype) << " src+" << src_off << " dst+" << dst_off << " parts "
+                                        << parts << " n " << n << " stride pad " << stride_pad << ": part " << q
+                                        << ", element " << i;
+                }
+              // nothing written between the parts or past the last
+              const size_t end = size_t(dst_off + (parts - 1) * dst_stride + n) * es;
+              for (size_t b = size_t(dst_off) * es; b < size_t(kMax) * 4; ++b) {
+                const int64_t e = int64_t(b / es) - dst_off;
+                const bool inside = b < end && e >= 0 && e % dst_stride < n;
+                if (!inside) {
+                  ASSERT_EQ(got[b], std::byte{0xAB}) << dtype_name(dtype) << " byte " << b << " written";
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  cudaFree(src);
+  cudaFree(dst);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -36,6 +37,28 @@ __global__ void pack_kernel(const float* src, int64_t src_stride, int64_t n, flo
   typename DevElem<D>::Storage* d = dst + q * dst_stride;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     d[i] = DevElem<D>::store(__fmul_rn(s[i], scale));
+}
+
+// The same, four elements a thread: one 16-byte load and one 8-byte (16-bit dtypes) or 16-byte store, for n4 groups
+// of four; pack() checks that the pointers and strides allow it and leaves the n % 4 tail to pack_kernel.
+template <DataType D>
+__global__ void pack4_kernel(const float* src, int64_t src_stride, int64_t n4, float scale,
+                             typename DevElem<D>::Storage* dst, int64_t dst_stride) {
+  using E = DevElem<D>;
+  const int64_t q = blockIdx.y;
+  const float4* s = reinterpret_cast<const float4*>(src + q * src_stride);
+  typename E::Storage* d = dst + q * dst_stride;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
+    const float4 v = s[i];
+    if constexpr (D == DataType::kFloat32) {
+      reinterpret_cast<float4*>(d)[i] =
+          make_float4(__fmul_rn(v.x, scale), __fmul_rn(v.y, scale), __fmul_rn(v.z, scale), __fmul_rn(v.w, scale));
+    } else {  // element 0 at the lower address: the low half of each word
+      const uint32_t lo = uint32_t(E::store(__fmul_rn(v.x, scale))) | uint32_t(E::store(__fmul_rn(v.y, scale))) << 16;
+      const uint32_t hi = uint32_t(E::store(__fmul_rn(v.z, scale))) | uint32_t(E::store(__fmul_rn(v.w, scale))) << 16;
+      reinterpret_cast<uint2*>(d)[i] = make_uint2(lo, hi);
+    }
+  }
 }
 
 template <DataType D>
@@ -159,6 +182,9 @@ Status preload_kernels() {
       reinterpret_cast<const void*>(&pack_kernel<DataType::kFloat32>),
       reinterpret_cast<const void*>(&pack_kernel<DataType::kFloat16>),
       reinterpret_cast<const void*>(&pack_kernel<DataType::kBFloat16>),
+      reinterpret_cast<const void*>(&pack4_kernel<DataType::kFloat32>),
+      reinterpret_cast<const void*>(&pack4_kernel<DataType::kFloat16>),
+      reinterpret_cast<const void*>(&pack4_kernel<DataType::kBFloat16>),
       reinterpret_cast<const void*>(&widen_add_kernel<DataType::kFloat32>),
       reinterpret_cast<const void*>(&widen_add_kernel<DataType::kFloat16>),
       reinterpret_cast<const void*>(&widen_add_kernel<DataType::kBFloat16>),
@@ -194,24 +220,39 @@ CudaEngineDevice::~CudaEngineDevice() {
   if (comm_ != nullptr) cudaStreamDestroy(comm_);
 }
 
+// Four elements a thread where src (16 bytes), dst (four elements) and both strides are aligned for it, and the
+// n % 4 tail (or everything otherwise) one a thread.
+template <DataType D>
+void launch_pack(const float* src, int64_t src_stride, int parts, int64_t n, float scale, void* dst_v,
+                 int64_t dst_stride, cudaStream_t s) {
+  using Storage = typename DevElem<D>::Storage;
+  Storage* dst = static_cast<Storage*>(dst_v);
+  const bool vec = reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(dst) % (4 * sizeof(Storage)) == 0 && src_stride % 4 == 0 &&
+                   dst_stride % 4 == 0;
+  const int64_t n4 = vec ? n / 4 : 0;
+  if (n4 > 0)
+    pack4_kernel<D><<<dim3(blocks_for(n4), unsigned(parts)), kThreads, 0, s>>>(src, src_stride, n4, scale, dst,
+                                                                              dst_stride);
+  if (n > 4 * n4)
+    pack_kernel<D><<<dim3(blocks_for(n - 4 * n4), unsigned(parts)), kThreads, 0, s>>>(
+        src + 4 * n4, src_stride, n - 4 * n4, scale, dst + 4 * n4, dst_stride);
+}
+
 Status CudaEngineDevice::pack(const float* src, int64_t src_stride, int parts, int64_t n, float scale, DataType dtype,
                               void* dst, int64_t dst_stride, void* stream) {
   if (n <= 0 || parts <= 0) return Status();
   DeviceGuard g(device_);
-  const dim3 grid(blocks_for(n), unsigned(parts));
   cudaStream_t s = cudaStream_t(stream);
   switch (dtype) {
     case DataType::kFloat32:
-      pack_kernel<DataType::kFloat32><<<grid, kThreads, 0, s>>>(src, src_stride, n, scale, static_cast<float*>(dst),
-                                                                 dst_stride);
+      launch_pack<DataType::kFloat32>(src, src_stride, parts, n, scale, dst, dst_stride, s);
       break;
     case DataType::kFloat16:
-      pack_kernel<DataType::kFloat16><<<grid, kThreads, 0, s>>>(src, src_stride, n, scale,
-                                                                 static_cast<uint16_t*>(dst), dst_stride);
+      launch_pack<DataType::kFloat16>(src, src_stride, parts, n, scale, dst, dst_stride, s);
       break;
     case DataType::kBFloat16:
-      pack_kernel<DataType::kBFloat16><<<grid, kThreads, 0, s>>>(src, src_stride, n, scale,
-                                                                  static_cast<uint16_t*>(dst), dst_stride);
+      launch_pack<DataType::kBFloat16>(src, src_stride, parts, n, scale, dst, dst_stride, s);
       break;
     default:
       return bad_dtype(dtype, "pack");
