@@ -81,7 +81,7 @@ struct RingHeader {
   std::atomic<uint64_t> written;        // records started so far (the next slot is written % capacity)
   uint64_t unused;                      // version 1's last_enqueued (0)
   std::atomic<uint64_t> failed;         // 1 once the communicator failed (reason below)
-  std::atomic<uint64_t> heartbeat_ns;   // CLOCK_MONOTONIC of the last record written
+  std::atomic<uint64_t> heartbeat_ns;   // CLOCK_MONOTONIC at which the last record was begun (its end: in it)
   char host[64];                        // this host
   char comm[64];                        // communicator name
   char transport[16];                   // transport name
