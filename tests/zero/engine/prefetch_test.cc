@@ -251,5 +251,27 @@ TEST(Prefetch, UseOutOfOrderIsAnError) {
   });
 }
 
+// Rounding an f32 source at each gather is a device feature (zero/engine/prefetch.h): asked of a host scheduler, or
+// with an f32 gather dtype, it is refused with what was given.
+TEST(Prefetch, RoundSourceNeedsADeviceAnd16BitGathers) {
+  run_ranks(1, [&](int rank, Communicator& comm) {
+    auto pm = PartitionManager::create(units({10, 10}), rank, 1, 1);
+    ASSERT_TRUE(pm.ok());
+    std::vector<uint8_t> src = make_source(*pm, DataType::kFloat32);
+    for (DataType d : {DataType::kBFloat16, DataType::kFloat32}) {
+      PrefetchOptions o;
+      o.gather_dtype = d;
+      o.round_source = true;
+      auto s = PrefetchScheduler::create(comm, *pm, MemRef::host(src.data(), src.size()), o);
+      ASSERT_FALSE(s.ok()) << dtype_name(d);
+      EXPECT_EQ(s.status().code(), Code::kInvalidArgument);
+      EXPECT_NE(s.status().message().find("round_source needs an f32 shard space in device memory"), std::string::npos)
+          << s.status().to_string();
+      EXPECT_NE(s.status().message().find(std::string("gather dtype ") + dtype_name(d)), std::string::npos)
+          << s.status().to_string();
+    }
+  });
+}
+
 }  // namespace
 }  // namespace zw::zero
