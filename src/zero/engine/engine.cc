@@ -101,11 +101,13 @@ float* Engine::host_master() { return master_.size() > 0 ? master_.as<float>() :
 
 Status Engine::allocate() {
   const size_t n = size_t(pm_.total_shard_numel());
-  MemRef source;  // what is gathered: the 16-bit shard, or the f32 master without fp16/bf16
+  MemRef source;  // what is gathered: the f32 master (the GPU optimizer's, or without fp16/bf16), or the 16-bit shard
   if (options_.cuda != nullptr) {
     ZW_TRY(allocate_device());
-    if (model_dtype_ == DataType::kFloat32 || gpu_optimizer())
-      source = gpu_optimizer() ? d_master_.tensor().mem : MemRef::host(master_.data(), n * 4);
+    if (gpu_optimizer())
+      source = d_master_.tensor().mem;  // rounded at each gather under fp16/bf16 (round_source below)
+    else if (model_dtype_ == DataType::kFloat32)
+      source = MemRef::host(master_.data(), n * 4);
     else
       source = pinned16_.ptr != nullptr ? pinned16_ : d_model16_.tensor().mem;
   } else {
@@ -136,7 +138,7 @@ Status Engine::allocate() {
   po.persistence_threshold = z.param_persistence_threshold;
   po.model_persistence_numel = z.model_persistence_threshold;
   po.gather_dtype = model_dtype_;
-  po.round_source = device_ && gpu_optimizer() && model_dtype_ != DataType::kFloat32;
+  po.round_source = gpu_optimizer() && model_dtype_ != DataType::kFloat32;
   po.poison_released = options_.poison_released;
   po.device = device_.get();
   if (options_.timeline) {

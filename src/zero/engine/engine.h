@@ -3,8 +3,8 @@
 //
 // DEVICE ENGINE (EngineOptions::cuda set; engine_device.cc). The model runs on CUDA and the engine's buffers move to
 // the GPU: the gather source (below), the K gather buffers, the two f32 unit-gradient buffers, the buckets and the
-// f32 gradient shard are device memory. fetch() returns the gathered unit in the model's compute
-// dtype (no f32 conversion) and an f32 device gradient buffer. Gathers and gradient reduction run on the engine's
+// f32 gradient shard are device memory. fetch() returns the gathered unit in the model's compute dtype (no f32
+// conversion) and an f32 device gradient buffer. Gathers and gradient reduction run on the engine's
 // communication stream, ordered against the context's compute stream with events (prefetch.h, grad_reducer.h); the
 // host waits only for the collectives' Work handles at end_micro_step (where the trainer reads the loss anyway) and
 // once per step for the squared gradient norm (one f32 read, one f64 all-reduce: overflow and norm together).

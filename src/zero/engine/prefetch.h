@@ -25,9 +25,10 @@
 // master on the device (round_source: each gather first rounds the rank's own shard to gather_dtype, nearest-even,
 // into its place in the gather buffer on the communication stream, then gathers in place — no persistent 16-bit
 // copy of the shard, as FSDP2 casts into its all-gather input) or page-locked host memory (offload_param: the rank's
-// own shard is copied up into its place in the gather buffer, then gathered in place). The host waits for the gathers' Work handles only at
-// end_pass() and invalidate() (errors, dead peers), by then long complete. begin_pass() orders the pass's gathers
-// after everything queued on the compute stream before it (the optimizer's new 16-bit weights).
+// own shard is copied up into its place in the gather buffer, then gathered in place). The host waits for the
+// gathers' Work handles only at end_pass() and invalidate() (errors, dead peers), by then long complete.
+// begin_pass() orders the pass's gathers after everything queued on the compute stream before it (the optimizer's
+// new weights).
 // A unit may land in a different buffer each time it is gathered, so callers must not keep views across
 // release (the model, model/gpt.h, re-points its recorded views instead).
 // Threading: one thread drives a scheduler (the communicator's single-issuer rule); Work completes in the

@@ -10,8 +10,9 @@
 // paths, so the device engine must give the host engine's bits: the f32 gradient shard before each step and every
 // gathered value after (bf16 and fp16, with and without offload_param). The GPU optimizer (tensor::FlatAdamW) is
 // compared within one 16-bit rounding; it keeps no 16-bit copy of the shard (its gathers round the f32 master), so
-// its parameter shard is 4 bytes an element where the host engine's is 6. Also: an inf gradient on one rank skips the step on both (the device
-// overflow test) and halves the loss scale; the timeline's spans are device-timed. Skips without a GPU.
+// its parameter shard is 4 bytes an element where the host engine's is 6. Also: an inf gradient on one rank skips
+// the step on both (the device overflow test) and halves the loss scale; the timeline's spans are device-timed.
+// EngineDevice::pack matches the host's rounding at every alignment. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
