@@ -413,8 +413,11 @@ Status PrefetchScheduler::prefetch_ahead() {
       continue;
     }
     if (st.slot >= 0) continue;  // resident or in flight already
+    // DeepSpeed's rule: units are added while fewer than stage3_prefetch_bucket_size elements are on the way, so the
+    // next unit is always prefetched, even one larger than the bucket (a 1.3B GPT-2 block is 50.4M elements, the
+    // default bucket 5e7).
+    if (ahead >= options_.prefetch_bucket_numel || free_slot() < 0) break;
     ahead += pm_.unit(u).padded_numel;
-    if (ahead > options_.prefetch_bucket_numel || free_slot() < 0) break;
     ZW_TRY(issue(u, true));
   }
   return Status();

@@ -4,8 +4,9 @@
 // in one training micro step (forward then backward) is either declared up front or recorded during the first
 // micro step; either way it is fingerprinted (FNV-1a over unit ids and sizes) and compared across ranks with one
 // all-gather, and a mismatch is a kDesync error naming which ranks hold which order. From then on, every acquire
-// issues the all-gathers of the next units in the order (up to stage3_prefetch_bucket_size elements ahead and as
-// many units as free gather buffers allow), so their communication runs while the model computes.
+// issues the all-gathers of the next units in the order (DeepSpeed's rule: units are added while fewer than
+// stage3_prefetch_bucket_size elements were issued by this acquire, so the next unit goes even when it is larger than
+// the bucket; and as many units as free gather buffers allow), so their communication runs while the model computes.
 // Memory: K gather buffers of the largest non-persistent unit's padded size are allocated once (K from
 // stage3_max_live_parameters, at least 2, at most the number of such units), over shm by zw::mem_alloc so that
 // peers write into them with memcpy; a unit occupies one from gather to release. A unit whose next use is
