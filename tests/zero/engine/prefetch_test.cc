@@ -132,8 +132,13 @@ TEST(Fingerprint, EqualOrdersPassAndAgree) {
   EXPECT_NE(prints[0], 0u);
 }
 
-// A forward/backward-shaped order over 6 equal units with 3 gather buffers and room to prefetch 2 units ahead.
-TEST(Prefetch, IssuedBeforeUseAndRegatheredForBackward) {
+// A forward/backward-shaped order over 6 equal units with 3 gather buffers, prefetched with a bucket of 2 units and
+// with one of half a unit: DeepSpeed adds to a prefetch while fewer than stage3_prefetch_bucket_size elements are on
+// the way, so a bucket smaller than a unit still prefetches the next unit at every use; it does not turn prefetching
+// off.
+class PrefetchBucket : public ::testing::TestWithParam<int64_t> {};  // the bucket, in hundredths of a unit
+
+TEST_P(PrefetchBucket, IssuedBeforeUseAndRegatheredForBackward) {
   const std::vector<int> order = {0, 1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0};
   run_ranks(2, [&](int rank, Communicator& comm) {
     auto pm = PartitionManager::create(units({100, 100, 100, 100, 100, 100}), rank, 2, 2);
@@ -142,7 +147,7 @@ TEST(Prefetch, IssuedBeforeUseAndRegatheredForBackward) {
     PrefetchOptions o;
     o.persistence_threshold = 0;
     o.max_live_numel = 3 * pm->max_padded_numel();
-    o.prefetch_bucket_numel = 2 * pm->max_padded_numel();
+    o.prefetch_bucket_numel = GetParam() * pm->max_padded_numel() / 100;
     auto s = PrefetchScheduler::create(comm, *pm, MemRef::host(src.data(), src.size()), o);
     ASSERT_TRUE(s.ok());
     EXPECT_EQ((*s)->pool_buffers(), 3);
@@ -173,41 +178,7 @@ TEST(Prefetch, IssuedBeforeUseAndRegatheredForBackward) {
   });
 }
 
-// DeepSpeed adds to a prefetch while fewer than stage3_prefetch_bucket_size elements are on the way: a bucket smaller
-// than one unit still prefetches the next unit at every use (as far ahead as the free buffers allow, since the units
-// already on the way are not counted again), it does not turn prefetching off.
-TEST(Prefetch, ABucketSmallerThanAUnitStillPrefetchesTheNextOne) {
-  const std::vector<int> order = {0, 1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0};
-  run_ranks(2, [&](int rank, Communicator& comm) {
-    auto pm = PartitionManager::create(units({100, 100, 100, 100, 100, 100}), rank, 2, 2);
-    ASSERT_TRUE(pm.ok());
-    std::vector<uint8_t> src = make_source(*pm, DataType::kFloat32);
-    PrefetchOptions o;
-    o.persistence_threshold = 0;
-    o.max_live_numel = 3 * pm->max_padded_numel();
-    o.prefetch_bucket_numel = pm->max_padded_numel() / 2;
-    auto s = PrefetchScheduler::create(comm, *pm, MemRef::host(src.data(), src.size()), o);
-    ASSERT_TRUE(s.ok());
-    ASSERT_TRUE((*s)->declare_order(order).ok());
-    for (int pass = 0; pass < 2; ++pass) {
-      ASSERT_TRUE((*s)->begin_pass(true).ok());
-      for (int u : order) {
-        ASSERT_TRUE((*s)->acquire(u).ok());
-        ASSERT_TRUE((*s)->release(u).ok());
-      }
-      ASSERT_TRUE((*s)->end_pass().ok());
-      int ahead = 0;
-      for (const GatherEvent& e : (*s)->last_pass_events()) {
-        if (e.use_position <= 0) continue;
-        EXPECT_TRUE(e.prefetched) << "unit " << e.unit << " used at " << e.use_position;
-        EXPECT_LT(e.issue_position, e.use_position) << "unit " << e.unit;
-        ++ahead;
-      }
-      EXPECT_EQ(ahead, 10) << "pass " << pass;  // 11 gathers (unit 5 stays for its second use), the first on demand
-    }
-    EXPECT_EQ((*s)->stats().on_demand, 2);
-  });
-}
+INSTANTIATE_TEST_SUITE_P(Prefetch, PrefetchBucket, ::testing::Values(200, 50));
 
 // Runs `passes` scheduled passes of `order` over units of 100 elements (world 2) and returns the scheduler's stats.
 PrefetchStats run_order(const std::vector<int>& order, int buffers, int64_t reuse, int passes = 2) {
