@@ -44,11 +44,10 @@ std::shared_ptr<CommMonitor> CommMonitor::create(MonitorSetup setup) {
     return nullptr;
   }
   m->ring_ = std::move(ring.value());
-  m->enqueued_ = &m->ring_->writer().header->last_enqueued;
+  m->enqueued_ = m->ring_->enqueued_word();
   Hot& h = m->hot_;
   h.ring = m->ring_->writer();
-  h.next = m->ring_->header().written.load(std::memory_order_relaxed);
-  h.size = s.size;
+  h.next = 0;  // a new ring
   h.help_at = static_cast<uint32_t>(std::min<uint64_t>(m->ring_->capacity() / 2, uint64_t{1} << 31));
   if (!file.empty()) ZW_INFO(kColl, "flight recorder of communicator '%s': %s", s.comm.c_str(), file.c_str());
   if (k.straggler_window > 0 && s.size > 1 && s.store) {
@@ -87,7 +86,6 @@ __attribute__((hot)) void CommMonitor::on_start(const OpDesc& desc, uint64_t seq
   OpFields f;
   f.seq = seq;
   f.coll_index = is_p2p(desc.kind) ? 0 : h.coll_index++;
-  f.bytes = op_bytes(desc, h.size);
   f.count = desc.count;
   f.enqueue_ns = static_cast<uint64_t>(enqueue_ns);
   f.start_ns = static_cast<uint64_t>(start_ns);
@@ -127,7 +125,7 @@ void CommMonitor::aggregate() const {
 }
 
 void CommMonitor::aggregate_locked() const {
-  const uint64_t written = ring_->header().written.load(std::memory_order_acquire);
+  const uint64_t written = ring_->begun();
   const uint64_t capacity = ring_->capacity();
   uint64_t i = counted_.load(std::memory_order_relaxed);
   if (written - i > capacity) {  // overwritten before they were counted

@@ -121,7 +121,6 @@ class CommMonitor {
     uint64_t packed = 0;      // the running operation's packed fields; 0: none running
     uint32_t help_at = 0;     // records not yet counted at which the writer counts them itself (half the ring),
                               // looked at every kCheckEvery records (counted_ lies on the counting thread's line)
-    int32_t size = 1;         // world size
   };
   static_assert(sizeof(Hot) == 64, "CommMonitor::Hot is one cache line");
   // At most help_at + kCheckEvery - 1 records wait uncounted: less than the smallest ring (kMinRecords).

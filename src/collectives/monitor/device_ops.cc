@@ -56,7 +56,7 @@ size_t DeviceOps::begin(const OpDesc& desc, DeviceAlgo algo, uint64_t seq, int w
   f.path = static_cast<uint8_t>(PathKind::kDevice);
   f.root = desc.root;
   ring_->note_enqueued(seq);
-  ring_->begin(f);
+  ring_->begin(index, f);
   begun_ = index + 1;
   return slot;
 }
@@ -73,9 +73,9 @@ void DeviceOps::commit(size_t slot, const Status& status, int64_t now_ns) {
 }
 
 uint64_t DeviceOps::in_flight() const {
-  const uint64_t written = ring_->header().written.load(std::memory_order_relaxed);
+  const uint64_t begun = committed_.load(std::memory_order_acquire);
   const uint64_t done = finished_.load(std::memory_order_relaxed);
-  return written > done ? written - done : 0;
+  return begun > done ? begun - done : 0;
 }
 
 void DeviceOps::finish(uint64_t index, const Pending& p, uint64_t start_ns, uint64_t end_ns, OpState state,

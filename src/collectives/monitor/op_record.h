@@ -16,7 +16,10 @@
 namespace zw::internal::monitor {
 
 inline constexpr char kRingMagic[8] = {'Z', 'W', 'F', 'L', 'I', 'G', 'H', 'T'};
-inline constexpr uint32_t kRingVersion = 2;  // 2: last_enqueued moved off the writer's lines
+// 2: last_enqueued moved off the writer's lines. 3: one 64-byte line per record (bytes derived from count, dtype, op
+// and world size; root in the coll_index word; flags in the state byte), and the writer no longer stores into the
+// header per operation (readers find the newest record by the slots' versions: RecordRing::begun()).
+inline constexpr uint32_t kRingVersion = 3;
 
 // Where an operation is in its life.
 enum class OpState : uint8_t { kEmpty = 0, kRunning = 1, kDone = 2, kFailed = 3 };
@@ -48,22 +51,23 @@ inline constexpr uint8_t kRecordUntimed = 1;
 // Which way the bytes went: the host transport, or a device-memory engine.
 enum class PathKind : uint8_t { kHost = 0, kDevice = 1 };
 
-// One slot: 12 words (96 bytes). Word 0 is the seqlock; the rest pack OpFields.
+// One slot: 8 words (64 bytes, one cache line: an operation's hooks store into that line and no other). Word 0 is the
+// seqlock; the rest pack OpFields. Round r of a slot (the records r·capacity + slot) writes version 4r+1 then 4r+2 at
+// its beginning and 4r+3 then 4r+4 at its end, so a version tells which record a slot holds and how far it got.
 struct RecordSlot {
   std::atomic<uint64_t> version;  // odd: being written
   std::atomic<uint64_t> seq;
-  std::atomic<uint64_t> coll_index;
-  std::atomic<uint64_t> bytes;
+  std::atomic<uint64_t> coll_root;  // coll_index (low kCollIndexBits) | root << kCollIndexBits
   std::atomic<uint64_t> count;
   std::atomic<uint64_t> enqueue_ns;
   std::atomic<uint64_t> start_ns;
   std::atomic<uint64_t> end_ns;
-  std::atomic<uint64_t> packed;  // kind | algo<<8 | dtype<<16 | redop<<24 | state<<32 | status<<40 (16 bits) | path<<56
-  std::atomic<uint64_t> root;
-  std::atomic<uint64_t> flags;  // OpFields::flags (zero in files written before it existed)
-  std::atomic<uint64_t> reserved;
+  // kind | algo<<8 | dtype<<16 | redop<<24 | (state | flags<<4)<<32 | status<<40 | path<<56
+  std::atomic<uint64_t> packed;
 };
-static_assert(sizeof(RecordSlot) == 96, "RecordSlot is a file format: 12 little-endian 64-bit words");
+static_assert(sizeof(RecordSlot) == 64, "RecordSlot is a file format: 8 little-endian 64-bit words, one cache line");
+// coll_index below 2^44 (5.6 years of one collective a microsecond); root below 2^20 (CommImpl::kMaxWorldSize).
+inline constexpr unsigned kCollIndexBits = 44;
 
 // The ring's header (512 bytes), followed by `capacity` slots. Text fields are NUL-terminated.
 struct RingHeader {
@@ -78,22 +82,21 @@ struct RingHeader {
   uint32_t generation;                  // communicators of one name are numbered in creation order
   uint64_t realtime_ns;                 // CLOCK_REALTIME at creation ...
   uint64_t monotonic_ns;                // ... and CLOCK_MONOTONIC at the same moment
-  std::atomic<uint64_t> written;        // records started so far (the next slot is written % capacity)
+  uint64_t unused_written;              // versions 1-2: records begun so far (0 since 3: see RecordRing::begun)
   uint64_t unused;                      // version 1's last_enqueued (0)
   std::atomic<uint64_t> failed;         // 1 once the communicator failed (reason below)
-  std::atomic<uint64_t> heartbeat_ns;   // CLOCK_MONOTONIC at which the last record was begun (its end: in it)
+  uint64_t unused_heartbeat;            // versions 1-2: when the last record was begun (0 since 3: in the record)
   char host[64];                        // this host
   char comm[64];                        // communicator name
   char transport[16];                   // transport name
   char reason[256];                     // the first failure, as its error message (truncated)
-  // Sequence number of the last operation issued, stored by the issuing thread: on a line that the writer of the
-  // records (often another thread) does not store into on every operation, as it does into `written` and
-  // `heartbeat_ns` (version 2; at offset 64 in version 1).
+  // Sequence number of the last operation issued, stored by the issuing thread (often not the writer of the records),
+  // on a line of its own (version 2; at offset 64 in version 1).
   std::atomic<uint64_t> last_enqueued;
   char pad[16];
 };
 static_assert(sizeof(RingHeader) == 512, "RingHeader is a file format of 512 bytes");
-static_assert(offsetof(RingHeader, last_enqueued) == 488 && offsetof(RingHeader, heartbeat_ns) == 80,
-              "last_enqueued has a cache line apart from written and heartbeat_ns");
+static_assert(offsetof(RingHeader, last_enqueued) == 488 && offsetof(RingHeader, failed) == 72,
+              "the header's layout is version 2's");
 
 }  // namespace zw::internal::monitor

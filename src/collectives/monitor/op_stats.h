@@ -71,10 +71,10 @@ class OpStats {
   std::array<std::array<StatCell, kSizeBuckets>, kNumKinds> cells_{};
 };
 
-// On every operation's path: inline.
-inline uint64_t op_bytes(const OpDesc& d, int n) {
-  const uint64_t buffer = d.count * dtype_size(d.dtype);
-  switch (d.kind) {
+// On every operation's path: inline. Also how a reader of a record (which holds no byte count) finds its bytes.
+inline uint64_t op_bytes(OpKind kind, DataType dtype, uint64_t count, int n) {
+  const uint64_t buffer = count * dtype_size(dtype);
+  switch (kind) {
     case OpKind::kAllGather:
     case OpKind::kReduceScatter:
     case OpKind::kAllToAll:
@@ -89,5 +89,6 @@ inline uint64_t op_bytes(const OpDesc& d, int n) {
   }
   return 0;
 }
+inline uint64_t op_bytes(const OpDesc& d, int n) { return op_bytes(d.kind, d.dtype, d.count, n); }
 
 }  // namespace zw::internal::monitor

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "collectives/monitor/op_stats.h"
+
 namespace zw::internal::monitor {
 namespace {
 
@@ -101,24 +103,54 @@ bool RecordRing::read_slot(size_t i, OpFields* out, uint64_t* version) const {
   if (v1 == 0 || (v1 & 1)) return false;
   OpFields f;
   f.seq = s.seq.load(std::memory_order_relaxed);
-  f.coll_index = s.coll_index.load(std::memory_order_relaxed);
-  f.bytes = s.bytes.load(std::memory_order_relaxed);
+  const uint64_t coll_root = s.coll_root.load(std::memory_order_relaxed);
   f.count = s.count.load(std::memory_order_relaxed);
   f.enqueue_ns = s.enqueue_ns.load(std::memory_order_relaxed);
   f.start_ns = s.start_ns.load(std::memory_order_relaxed);
   f.end_ns = s.end_ns.load(std::memory_order_relaxed);
   unpack_fields(s.packed.load(std::memory_order_relaxed), &f);
-  f.root = static_cast<uint32_t>(s.root.load(std::memory_order_relaxed));
-  f.flags = static_cast<uint8_t>(s.flags.load(std::memory_order_relaxed));
   std::atomic_thread_fence(std::memory_order_acquire);
   if (s.version.load(std::memory_order_relaxed) != v1) return false;
+  f.coll_index = coll_root & ((uint64_t{1} << kCollIndexBits) - 1);
+  f.root = static_cast<uint32_t>(coll_root >> kCollIndexBits);
+  f.bytes = op_bytes(static_cast<OpKind>(f.kind), static_cast<DataType>(f.dtype), f.count, header_->size);
   *out = f;
   if (version) *version = v1;
   return true;
 }
 
+bool RecordRing::has_begun(uint64_t index) const {
+  const uint64_t v = slots_[index & (capacity_ - 1)].version.load(std::memory_order_acquire);
+  return v >= ((index >> capacity_log2_) << 2) + 1;
+}
+
+uint64_t RecordRing::begun() const {
+  // Records [0, n) have begun and none after: gallop from the last answer to a record not begun, then bisect.
+  uint64_t lo = begun_hint_.load(std::memory_order_relaxed);  // every record below lo has begun
+  if (has_begun(lo)) {
+    ++lo;
+    uint64_t step = 1, hi = lo;  // hi: a record not begun
+    while (has_begun(hi)) {
+      lo = hi + 1;
+      step <<= 1;
+      hi = lo + step - 1;
+    }
+    while (lo < hi) {
+      const uint64_t mid = lo + (hi - lo) / 2;
+      if (has_begun(mid))
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  }
+  uint64_t seen = begun_hint_.load(std::memory_order_relaxed);
+  while (seen < lo && !begun_hint_.compare_exchange_weak(seen, lo, std::memory_order_relaxed)) {
+  }
+  return lo;
+}
+
 std::vector<OpFields> RecordRing::snapshot() const {
-  const uint64_t written = header_->written.load(std::memory_order_acquire);
+  const uint64_t written = begun();
   const uint64_t first = written > capacity_ ? written - capacity_ : 0;
   std::vector<OpFields> out;
   out.reserve(static_cast<size_t>(written - first));
@@ -141,7 +173,7 @@ RecordRing::Read RecordRing::read_finished(uint64_t index, OpFields* out) const 
 }
 
 bool RecordRing::running(OpFields* out) const {
-  const uint64_t written = header_->written.load(std::memory_order_acquire);
+  const uint64_t written = begun();
   if (written == 0) return false;
   OpFields f;
   if (!read_slot(static_cast<size_t>(written - 1), &f) || f.state != static_cast<uint8_t>(OpState::kRunning))

@@ -34,9 +34,9 @@ struct RingIdentity {
 // What writing a record touches: the writer of the host path keeps a copy of it on its own line (CommMonitor), so that
 // an operation's hooks load that one line and store into the ring, without loading the ring object and its header
 // first — between two operations a rank waits for its peers and the lines go cold (bench/monitor/hook_cost.cc,
-// cold-l2). The writer counts the records itself: header->written is stored, never loaded.
+// cold-l2). The writer counts the records itself, and stores into the record's line only: no header word is kept up
+// to date per operation (each such line cost the 2-rank 4 KiB all-gather about a point, docs/PERF.md).
 struct RingWriter {
-  RingHeader* header = nullptr;
   RecordSlot* slots = nullptr;
   unsigned capacity_log2 = 0;
 
@@ -56,8 +56,9 @@ class RecordRing {
   RecordRing(const RecordRing&) = delete;
   RecordRing& operator=(const RecordRing&) = delete;
 
-  // Writer: starts the record of a new operation (state kRunning) and returns its slot index for finish().
-  inline uint64_t begin(const OpFields& f);
+  // Writer: starts record `index` (state kRunning): the writer numbers its records 0, 1, 2, ... (its own count; see
+  // begun()).
+  void begin(uint64_t index, const OpFields& f) { writer().begin(index, f); }
   // Writer: completes the record begun as `index` (end time, state, status; with `start_ns` non-zero, the start time
   // too: the device path learns it only at the end; `flags` as OpFields::flags). The finisher may be another thread
   // than the beginner, provided no two threads write one slot at once (the device path's consumer finishes records the
@@ -66,20 +67,26 @@ class RecordRing {
                      uint8_t flags = 0);
   // Any thread: the issue of operation `seq` (one relaxed store).
   void note_enqueued(uint64_t seq) { header_->last_enqueued.store(seq, std::memory_order_relaxed); }
+  // The word note_enqueued stores, for an issuer that keeps its address (CommMonitor::on_enqueue).
+  std::atomic<uint64_t>* enqueued_word() { return &header_->last_enqueued; }
   // Writer: marks the ring as belonging to a failed communicator, with the reason (truncated).
   void mark_failed(const std::string& reason);
 
+  // Any thread: how many records were begun, found from the slots' versions (the writer keeps no count in the ring):
+  // record i has begun exactly when its slot holds round i / capacity or a later one, which is true of a prefix of
+  // the indices, so a gallop from the last answer finds the end in O(log) slot reads.
+  uint64_t begun() const;
   // Any thread: the records now in the ring, oldest first (slots being rewritten are left out).
   std::vector<OpFields> snapshot() const;
   // Any thread: the record of the operation running now, if any.
   bool running(OpFields* out) const;
-  // Any thread: record `index` (a count of records begun, as header().written) if it is finished; kUnfinished while
+  // Any thread: record `index` (counting from 0, as begun()) if it is finished; kUnfinished while
   // it runs or is being written, kGone once its slot holds a later record.
   enum class Read { kFinished, kUnfinished, kGone };
   Read read_finished(uint64_t index, OpFields* out) const;
 
   // The writer's view (see RingWriter); begin/finish below go through it.
-  RingWriter writer() const { return RingWriter{header_, slots_, capacity_log2_}; }
+  RingWriter writer() const { return RingWriter{slots_, capacity_log2_}; }
   const RingHeader& header() const { return *header_; }
   size_t capacity() const { return capacity_; }
   const std::string& file() const { return file_; }
@@ -88,6 +95,8 @@ class RecordRing {
   RecordRing() = default;
   // Copies slot i into *out (and its version into *version); false when it was being written or is empty.
   bool read_slot(size_t i, OpFields* out, uint64_t* version = nullptr) const;
+  // Whether record `index` has begun (its slot holds its round or a later one).
+  bool has_begun(uint64_t index) const;
 
   void* base_ = nullptr;
   size_t mapped_bytes_ = 0;
@@ -96,21 +105,26 @@ class RecordRing {
   size_t capacity_ = 0;
   unsigned capacity_log2_ = 0;  // capacity_ == 1 << capacity_log2_
   std::string file_;
+  mutable std::atomic<uint64_t> begun_hint_{0};  // the last answer of begun() (readers only)
 };
 
 // Packs/unpacks the small fields of a record (RecordSlot::packed).
 inline uint64_t pack_fields(const OpFields& f) {
   return uint64_t(f.kind) | uint64_t(f.algo) << 8 | uint64_t(f.dtype) << 16 | uint64_t(f.redop) << 24 |
-         uint64_t(f.state) << 32 | uint64_t(f.status) << 40 | uint64_t(f.path) << 56;
+         uint64_t((f.state & 0xF) | f.flags << 4) << 32 | uint64_t(f.status) << 40 | uint64_t(f.path) << 56;
 }
 inline void unpack_fields(uint64_t p, OpFields* f) {
   f->kind = uint8_t(p);
   f->algo = uint8_t(p >> 8);
   f->dtype = uint8_t(p >> 16);
   f->redop = uint8_t(p >> 24);
-  f->state = uint8_t(p >> 32);
+  f->state = uint8_t(p >> 32) & 0xF;
+  f->flags = uint8_t(p >> 36) & 0xF;
   f->status = uint16_t(p >> 40);
   f->path = uint8_t(p >> 56);
+}
+inline uint64_t pack_coll_root(uint64_t coll_index, uint32_t root) {
+  return (coll_index & ((uint64_t{1} << kCollIndexBits) - 1)) | uint64_t(root) << kCollIndexBits;
 }
 
 // The writer's calls, inline: they run on every operation's path.
@@ -123,24 +137,17 @@ inline uint64_t RingWriter::begin(uint64_t index, const OpFields& f) const {
   s.version.store(v + 1, std::memory_order_relaxed);  // odd: readers skip the slot
   std::atomic_thread_fence(std::memory_order_release);
   s.seq.store(f.seq, std::memory_order_relaxed);
-  s.coll_index.store(f.coll_index, std::memory_order_relaxed);
-  s.bytes.store(f.bytes, std::memory_order_relaxed);
+  s.coll_root.store(pack_coll_root(f.coll_index, f.root), std::memory_order_relaxed);
   s.count.store(f.count, std::memory_order_relaxed);
   s.enqueue_ns.store(f.enqueue_ns, std::memory_order_relaxed);
   s.start_ns.store(f.start_ns, std::memory_order_relaxed);
   s.end_ns.store(0, std::memory_order_relaxed);
   const uint64_t packed = (pack_fields(f) & ~(uint64_t{0xFFFFFF} << 32)) | uint64_t(OpState::kRunning) << 32;
   s.packed.store(packed, std::memory_order_relaxed);
-  s.root.store(f.root, std::memory_order_relaxed);
-  s.flags.store(0, std::memory_order_relaxed);
   s.version.store(v + 2, std::memory_order_release);
-  header->written.store(index + 1, std::memory_order_release);
-  header->heartbeat_ns.store(f.start_ns, std::memory_order_relaxed);
   // The next operation's slot, for writing: it is fetched while this operation runs, not when the next one begins
   // (a slot is touched once per `capacity` operations, so it is rarely still cached).
-  const char* next = reinterpret_cast<const char*>(&slots[(index + 1) & mask]);
-  __builtin_prefetch(next, 1);
-  __builtin_prefetch(next + 64, 1);
+  __builtin_prefetch(&slots[(index + 1) & mask], 1);
   return packed;
 }
 
@@ -152,18 +159,10 @@ inline void RingWriter::finish(uint64_t index, uint64_t packed, uint64_t end_ns,
   std::atomic_thread_fence(std::memory_order_release);
   s.end_ns.store(end_ns, std::memory_order_relaxed);
   if (start_ns != 0) s.start_ns.store(start_ns, std::memory_order_relaxed);
-  if (flags != 0) s.flags.store(flags, std::memory_order_relaxed);
-  packed = (packed & ~(uint64_t{0xFFFFFF} << 32)) | uint64_t(state) << 32 | uint64_t(status) << 40;
+  packed = (packed & ~(uint64_t{0xFFFFFF} << 32)) | uint64_t((uint8_t(state) & 0xF) | (flags & 0xF) << 4) << 32 |
+           uint64_t(status) << 40;
   s.packed.store(packed, std::memory_order_relaxed);
   s.version.store(v + 2, std::memory_order_release);
-  // No heartbeat store here: the end is in the record, and that one store into the header's line cost 0.6-1.1 points
-  // of a 2-rank 4 KiB all-gather (docs/PERF.md, "Monitoring at 2 ranks").
-}
-
-inline uint64_t RecordRing::begin(const OpFields& f) {
-  const uint64_t index = header_->written.load(std::memory_order_relaxed);
-  writer().begin(index, f);
-  return index;
 }
 
 inline void RecordRing::finish(uint64_t index, uint64_t end_ns, OpState state, uint16_t status, uint64_t start_ns,

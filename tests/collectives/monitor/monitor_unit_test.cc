@@ -26,11 +26,13 @@
 namespace zw::internal::monitor {
 namespace {
 
+// Record `seq` (begun as index seq - 1): an all_reduce of `seq` bf16 elements, so its bytes, derived by the reader
+// from the count, are 2·seq.
 OpFields op(uint64_t seq) {
   OpFields f;
   f.seq = seq;
   f.coll_index = seq - 1;
-  f.bytes = seq * 10;
+  f.bytes = seq * 2;
   f.count = seq;
   f.enqueue_ns = seq * 100;
   f.start_ns = seq * 100 + 5;
@@ -50,10 +52,15 @@ TEST(RecordRing, KeepsTheLastRecordsInOrderAcrossWrapAround) {
   RecordRing& r = *ring.value();
   EXPECT_EQ(r.capacity(), 16u);
   EXPECT_TRUE(r.snapshot().empty());
+  EXPECT_EQ(r.begun(), 0u);
   for (uint64_t s = 1; s <= 40; ++s) {
-    uint64_t i = r.begin(op(s));
-    if (s < 40) r.finish(i, s * 100 + 50, s == 39 ? OpState::kFailed : OpState::kDone, s == 39 ? 202 : 0);
+    r.begin(s - 1, op(s));
+    if (s < 40) r.finish(s - 1, s * 100 + 50, s == 39 ? OpState::kFailed : OpState::kDone, s == 39 ? 202 : 0);
+    if (s == 7) {
+      EXPECT_EQ(r.begun(), 7u);
+    }
   }
+  EXPECT_EQ(r.begun(), 40u);
   auto recs = r.snapshot();
   ASSERT_EQ(recs.size(), 16u);
   for (size_t i = 0; i < recs.size(); ++i) EXPECT_EQ(recs[i].seq, 25 + i);
@@ -68,7 +75,32 @@ TEST(RecordRing, KeepsTheLastRecordsInOrderAcrossWrapAround) {
   EXPECT_EQ(cur.dtype, static_cast<uint8_t>(DataType::kBFloat16));
   EXPECT_EQ(cur.redop, static_cast<uint8_t>(ReduceOp::kMax));
   EXPECT_EQ(cur.root, 3u);
-  EXPECT_EQ(cur.bytes, 400u);
+  EXPECT_EQ(cur.bytes, 80u);  // 40 bf16 elements
+  EXPECT_EQ(cur.coll_index, 39u);
+}
+
+// The writer keeps no count in the ring: readers find how many records began from the slots' versions, galloping from
+// their last answer — one record later, several laps later, or (a first question) from nothing.
+TEST(RecordRing, BegunIsFoundFromTheSlotsAtEveryPoint) {
+  auto ring = RecordRing::create(16, who(), "");
+  ASSERT_TRUE(ring.ok()) << ring.status().to_string();
+  RecordRing& r = *ring.value();
+  uint64_t next = 0;
+  auto write = [&](uint64_t n, bool finish_last) {
+    for (uint64_t k = 0; k < n; ++k, ++next) {
+      r.begin(next, op(next + 1));
+      if (k + 1 < n || finish_last) r.finish(next, 1, OpState::kDone, 0);
+    }
+  };
+  write(1000, true);  // 62 laps before the first question
+  EXPECT_EQ(r.begun(), 1000u);
+  for (uint64_t n : {1, 1, 2, 15, 16, 17, 33, 100, 1, 250}) {
+    write(n, n % 2 == 0);  // the last record left running half of the time
+    ASSERT_EQ(r.begun(), next) << "after " << n << " more";
+  }
+  auto empty = RecordRing::create(16, who(), "");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty.value()->begun(), 0u);
 }
 
 // What the counting reads: a record once finished, not while it runs, and "gone" once its slot holds a later one.
@@ -77,17 +109,22 @@ TEST(RecordRing, ReadFinishedTellsFinishedRunningAndOverwritten) {
   ASSERT_TRUE(ring.ok()) << ring.status().to_string();
   RecordRing& r = *ring.value();
   OpFields f;
-  const uint64_t first = r.begin(op(1));
+  const uint64_t first = 0;
+  r.begin(first, op(1));
   EXPECT_EQ(r.read_finished(first, &f), RecordRing::Read::kUnfinished);
   r.finish(first, 150, OpState::kDone, 0);
   ASSERT_EQ(r.read_finished(first, &f), RecordRing::Read::kFinished);
   EXPECT_EQ(f.seq, 1u);
   EXPECT_EQ(f.end_ns, 150u);
-  for (uint64_t s = 2; s <= 17; ++s) r.finish(r.begin(op(s)), s * 100 + 50, OpState::kDone, 0);  // 17 reuses slot 0
+  for (uint64_t s = 2; s <= 17; ++s) {  // 17 reuses slot 0
+    r.begin(s - 1, op(s));
+    r.finish(s - 1, s * 100 + 50, OpState::kDone, 0);
+  }
   EXPECT_EQ(r.read_finished(first, &f), RecordRing::Read::kGone);
   ASSERT_EQ(r.read_finished(16, &f), RecordRing::Read::kFinished);
   EXPECT_EQ(f.seq, 17u);
-  const uint64_t running = r.begin(op(18));  // slot 1, whose round-0 record (seq 2) is now gone
+  const uint64_t running = 17;
+  r.begin(running, op(18));  // slot 1, whose round-0 record (seq 2) is now gone
   EXPECT_EQ(r.read_finished(1, &f), RecordRing::Read::kGone);
   EXPECT_EQ(r.read_finished(running, &f), RecordRing::Read::kUnfinished);
 }
@@ -138,7 +175,7 @@ TEST(RecordRing, ReaderRacingTheWriterNeverSeesATornRecord) {
       for (const OpFields& f : r.snapshot()) {
         ++seen;
         // Every field of record s is derived from s: a mix of two records shows up as a mismatch.
-        if (f.bytes != f.seq * 10 || f.count != f.seq || f.enqueue_ns != f.seq * 100 ||
+        if (f.bytes != f.seq * 2 || f.count != f.seq || f.enqueue_ns != f.seq * 100 || f.coll_index != f.seq - 1 ||
             (f.end_ns != 0 && f.end_ns != f.seq * 7)) {
           if (torn++ == 0)
             ADD_FAILURE() << "torn: seq " << f.seq << " bytes " << f.bytes << " count " << f.count << " enqueue "
@@ -148,7 +185,10 @@ TEST(RecordRing, ReaderRacingTheWriterNeverSeesATornRecord) {
     }
   });
   // Writes until the reader has copied plenty of records (it may start late on a busy machine).
-  for (uint64_t s = 1; s <= 200000 || seen.load() < 100000; ++s) r.finish(r.begin(op(s)), s * 7, OpState::kDone, 0);
+  for (uint64_t s = 1; s <= 200000 || seen.load() < 100000; ++s) {
+    r.begin(s - 1, op(s));
+    r.finish(s - 1, s * 7, OpState::kDone, 0);
+  }
   stop = true;
   reader.join();
   EXPECT_EQ(torn.load(), 0u);
@@ -162,8 +202,11 @@ TEST(RecordRing, FlightFileHoldsHeaderAndRecordsAfterTheRingIsGone) {
   {
     auto ring = RecordRing::create(20, who(), file);  // rounds up to 32
     ASSERT_TRUE(ring.ok()) << ring.status().to_string();
-    for (uint64_t s = 1; s <= 5; ++s) ring.value()->finish(ring.value()->begin(op(s)), 1, OpState::kDone, 0);
-    ring.value()->begin(op(6));
+    for (uint64_t s = 1; s <= 5; ++s) {
+      ring.value()->begin(s - 1, op(s));
+      ring.value()->finish(s - 1, 1, OpState::kDone, 0);
+    }
+    ring.value()->begin(5, op(6));
     ring.value()->note_enqueued(7);
     ring.value()->mark_failed("timed out waiting for rank 3");
   }
@@ -178,14 +221,18 @@ TEST(RecordRing, FlightFileHoldsHeaderAndRecordsAfterTheRingIsGone) {
   EXPECT_EQ(h.size, 4);
   EXPECT_EQ(std::string(h.comm), "comm-a");
   EXPECT_EQ(std::string(h.reason), "timed out waiting for rank 3");
-  EXPECT_EQ(h.written.load(), 6u);
+  EXPECT_EQ(h.version, kRingVersion);
+  EXPECT_EQ(h.slot_bytes, 64u);
   EXPECT_EQ(h.last_enqueued.load(), 7u);
   RecordSlot slot;
   std::memcpy(static_cast<void*>(&slot), bytes.data() + sizeof(RingHeader) + 5 * sizeof(RecordSlot), sizeof slot);
   OpFields f;
   unpack_fields(slot.packed.load(), &f);
   EXPECT_EQ(slot.seq.load(), 6u);
+  EXPECT_EQ(slot.version.load(), 2u);  // round 0, begun
+  EXPECT_EQ(slot.coll_root.load(), pack_coll_root(5, 3));
   EXPECT_EQ(f.state, static_cast<uint8_t>(OpState::kRunning));
+  EXPECT_EQ(f.dtype, static_cast<uint8_t>(DataType::kBFloat16));
   std::remove(file.c_str());
   rmdir(dir);
 }
