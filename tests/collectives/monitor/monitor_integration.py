@@ -10,6 +10,10 @@
   flight    ZWRUN PROBE ZW_FLIGHT TRANSPORT stop|kill
                                       one of 3 ranks stops (SIGSTOP) or dies (SIGKILL) before collective 20: the
                                       flight files of all ranks say it never reached collective 20 and the others did
+  flight_formats ZW_FLIGHT            files of flight-recorder versions 2 (96-byte records, a count of records in the
+                                      header) and 3 (64-byte records found by their versions, a ring that wrapped),
+                                      written here byte by byte: zw_flight reads both, derives version 3's bytes, and
+                                      names the rank that never reached a collective
   zwtop     ZWRUN PROBE ZWTOP         zwtop runs in tmux against a live job; its screen shows the collective, each
                                       rank's row and the straggler mark
   zwtop_store PROBE ZWTOP STORE_TOOL [TORCHPY]
@@ -26,6 +30,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -264,6 +269,75 @@ def flight(zwrun, probe, zw_flight, transport, mode):
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
+# op_record.h's layouts, written independently of zw_flight's reader: the 512-byte header, then the slots.
+FLIGHT_HEADER = struct.Struct("<8sIIIIiiiIQQQQQQ64s64s16s256sQ16s")
+
+
+def flight_file(path, version, rank, size, records, capacity, last_enqueued):
+    """A ring file of `version` holding `records` (index, seq, coll_index, count, state) of 2-rank all_gathers of
+    floats; state 1 running, 2 done."""
+    slot_bytes = 96 if version == 2 else 64
+    written = max((r[0] for r in records), default=-1) + 1
+    header = FLIGHT_HEADER.pack(b"ZWFLIGHT", version, 512, slot_bytes, capacity, rank, size, 4242, 0, 0, 0,
+                                written if version == 2 else 0, 0, 0, 0, b"hostx", b"fmt", b"shm", b"", last_enqueued,
+                                b"")
+    slots = bytearray(capacity * slot_bytes)
+    for index, seq, coll, count, state in records:
+        rnd = index // capacity
+        version_word = 4 * rnd + (2 if state == 1 else 4)
+        packed = 0 | 0 << 8 | 0 << 16 | 0 << 24 | state << 32  # all_gather, ring, float, sum; host path
+        end = 0 if state == 1 else 1000 * seq + 500
+        if version == 2:
+            words = (version_word, seq, coll, count * 4 * size, count, 1000 * seq, 1000 * seq + 1, end, packed, 0, 0, 0)
+            struct.pack_into("<12Q", slots, (index % capacity) * 96, *words)
+        else:
+            words = (version_word, seq, coll, count, 1000 * seq, 1000 * seq + 1, end, packed)
+            struct.pack_into("<8Q", slots, (index % capacity) * 64, *words)
+    with open(path, "wb") as f:
+        f.write(header + bytes(slots))
+
+
+def flight_formats(zw_flight):
+    tmp = tempfile.mkdtemp(prefix="zw_mon_fmt_")
+    try:
+        for version in (2, 3):
+            d = os.path.join(tmp, f"v{version}")
+            os.mkdir(d)
+            # Rank 0 finished collectives 0..40 and runs 41 (its ring of 16 wrapped twice); rank 1 finished 0..37.
+            r0 = [(i, i + 1, i, 256, 2) for i in range(41)] + [(41, 42, 41, 256, 1)]
+            r1 = [(i, i + 1, i, 256, 2) for i in range(38)]
+            for rank, recs in ((0, r0), (1, r1)):
+                flight_file(os.path.join(d, f"zw-flight-hostx-4242-fmt-r{rank}.bin"), version, rank, 2, recs, 16,
+                            recs[-1][1])
+            res = subprocess.run([sys.executable, zw_flight, d, "--json", "--records", "16"], capture_output=True,
+                                 text=True)
+            if res.returncode != 0 or "skipping" in res.stderr:
+                fail(f"zw_flight on version {version}: {res.stderr}")
+            comm = json.loads(res.stdout)[0]
+            r0_recs = comm["records"]["0"]
+            if [r["seq"] for r in r0_recs] != list(range(27, 43)):
+                fail(f"version {version}: rank 0's last 16 records are {[r['seq'] for r in r0_recs]}")
+            if any(r["bytes"] != 2048 or r["count"] != 256 or r["op"] != "all_gather" or r["dtype"] != "float"
+                   for r in r0_recs):
+                fail(f"version {version}: a record's fields: {r0_recs}")
+            if comm["ranks"]["0"]["running"]["seq"] != 42 or comm["ranks"]["0"]["last_done"]["seq"] != 41:
+                fail(f"version {version}: rank 0: {comm['ranks']['0']}")
+            missing = comm["missing"]
+            if len(missing) != 1 or missing[0]["rank"] != 1 or missing[0]["never_reached"] != 38:
+                fail(f"version {version}: zw_flight's verdict: {missing}")
+        short = os.path.join(tmp, "short.bin")
+        with open(os.path.join(tmp, "v3", "zw-flight-hostx-4242-fmt-r0.bin"), "rb") as f:
+            head = f.read(512 + 64)
+        with open(short, "wb") as f:
+            f.write(head)
+        res = subprocess.run([sys.executable, zw_flight, short], capture_output=True, text=True)
+        if "shorter than its 16 records" not in res.stderr:
+            fail(f"a truncated file: {res.stderr}")
+        print("flight formats 2 and 3: read alike")
+        return 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
 
 def zwtop(zwrun, probe, zwtop_path):
     if shutil.which("tmux") is None:
@@ -379,5 +453,6 @@ def torch_store(torchpy, zwtop_path, tmp, metrics):
 
 if __name__ == "__main__":
     what, args = sys.argv[1], sys.argv[2:]
-    sys.exit({"endpoint": endpoint, "dump": dump, "straggler": straggler, "flight": flight, "zwtop": zwtop,
+    sys.exit({"endpoint": endpoint, "dump": dump, "straggler": straggler, "flight": flight,
+              "flight_formats": flight_formats, "zwtop": zwtop,
               "zwtop_store": zwtop_store}[what](*args))
