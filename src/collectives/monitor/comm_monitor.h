@@ -115,7 +115,7 @@ class CommMonitor {
   // Writer state (token holder): everything on_start and on_finish load, on one line of its own.
   struct alignas(64) Hot {
     RingWriter ring;          // where the records go
-    uint64_t next = 0;        // records begun so far (the ring header's `written`, which is only stored)
+    uint64_t next = 0;        // records begun so far (the ring keeps no count: RecordRing::begun reads it back)
     uint64_t seq = 0;         // sequence number of the running operation
     uint64_t coll_index = 0;  // collectives started so far
     uint64_t packed = 0;      // the running operation's packed fields; 0: none running

@@ -5,6 +5,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -84,6 +88,18 @@ Result<std::unique_ptr<RecordRing>> RecordRing::create(size_t capacity, const Ri
   copy_text(h.comm, sizeof h.comm, who.comm);
   copy_text(h.transport, sizeof h.transport, who.transport);
   return ring;
+}
+
+bool cpu_has_prefetchw() {
+#if defined(__x86_64__)
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & bit_PRFCHW) != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
 }
 
 RecordRing::~RecordRing() {

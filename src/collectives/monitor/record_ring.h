@@ -31,6 +31,24 @@ struct RingIdentity {
   std::string transport;
 };
 
+// Whether this CPU executes PREFETCHW (CPUID 0x80000001 ECX bit 8: Intel since Broadwell, AMD): fetching a line for
+// writing takes it from another core's cache as well (the monitor's thread reads every record, so a slot's line sits
+// shared there when the writer comes back to it a lap later). __builtin_prefetch(p, 1) emits a read prefetch unless the
+// whole build targets such a CPU, and a read prefetch leaves the invalidation to the store itself.
+bool cpu_has_prefetchw();
+
+// Fetches the line at p for writing.
+inline void prefetch_for_write(const void* p, bool prefetchw) {
+#if defined(__x86_64__)
+  if (prefetchw) {
+    asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p)));
+    return;
+  }
+#endif
+  (void)prefetchw;
+  __builtin_prefetch(p, 1);
+}
+
 // What writing a record touches: the writer of the host path keeps a copy of it on its own line (CommMonitor), so that
 // an operation's hooks load that one line and store into the ring, without loading the ring object and its header
 // first — between two operations a rank waits for its peers and the lines go cold (bench/monitor/hook_cost.cc,
@@ -39,6 +57,7 @@ struct RingIdentity {
 struct RingWriter {
   RecordSlot* slots = nullptr;
   unsigned capacity_log2 = 0;
+  bool prefetchw = false;  // the CPU has PREFETCHW (cpu_has_prefetchw)
 
   // Starts record `index` (state kRunning); returns the packed fields it wrote, for finish().
   inline uint64_t begin(uint64_t index, const OpFields& f) const;
@@ -86,7 +105,7 @@ class RecordRing {
   Read read_finished(uint64_t index, OpFields* out) const;
 
   // The writer's view (see RingWriter); begin/finish below go through it.
-  RingWriter writer() const { return RingWriter{slots_, capacity_log2_}; }
+  RingWriter writer() const { return RingWriter{slots_, capacity_log2_, cpu_has_prefetchw()}; }
   const RingHeader& header() const { return *header_; }
   size_t capacity() const { return capacity_; }
   const std::string& file() const { return file_; }
@@ -146,8 +165,8 @@ inline uint64_t RingWriter::begin(uint64_t index, const OpFields& f) const {
   s.packed.store(packed, std::memory_order_relaxed);
   s.version.store(v + 2, std::memory_order_release);
   // The next operation's slot, for writing: it is fetched while this operation runs, not when the next one begins
-  // (a slot is touched once per `capacity` operations, so it is rarely still cached).
-  __builtin_prefetch(&slots[(index + 1) & mask], 1);
+  // (a slot is touched once per `capacity` operations, and the monitor's thread has read it since).
+  prefetch_for_write(&slots[(index + 1) & mask], prefetchw);
   return packed;
 }
 

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -101,6 +102,25 @@ TEST(RecordRing, BegunIsFoundFromTheSlotsAtEveryPoint) {
   auto empty = RecordRing::create(16, who(), "");
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ(empty.value()->begun(), 0u);
+}
+
+// The writer fetches the next slot for writing (PREFETCHW) where the CPU has it: a read prefetch would leave the slot
+// shared with the monitor's thread, which read it a lap before, and the store itself would wait for the invalidation.
+// /proc/cpuinfo names the same CPUID bit "3dnowprefetch".
+TEST(RecordRing, WriterPrefetchesForWritingWhereTheCpuCan) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  bool listed = false, seen_flags = false;
+  while (std::getline(cpuinfo, line) && !seen_flags)
+    if (line.rfind("flags", 0) == 0) {
+      seen_flags = true;
+      listed = (line + " ").find(" 3dnowprefetch ") != std::string::npos;
+    }
+  if (!seen_flags) GTEST_SKIP() << "no flags line in /proc/cpuinfo to compare with";
+  auto ring = RecordRing::create(16, who(), "");
+  ASSERT_TRUE(ring.ok());
+  EXPECT_EQ(ring.value()->writer().prefetchw, listed);
+  EXPECT_EQ(cpu_has_prefetchw(), listed);
 }
 
 // What the counting reads: a record once finished, not while it runs, and "gone" once its slot holds a later one.
