@@ -72,6 +72,7 @@ Result<std::unique_ptr<RecordRing>> RecordRing::create(size_t capacity, const Ri
   ring->mapped_bytes_ = bytes;
   ring->header_ = static_cast<RingHeader*>(p);
   ring->slots_ = reinterpret_cast<RecordSlot*>(static_cast<char*>(p) + sizeof(RingHeader));
+  ring->writer_ = RingWriter{ring->slots_, ring->capacity_log2_, cpu_has_prefetchw()};
   RingHeader& h = *ring->header_;
   std::memcpy(h.magic, kRingMagic, sizeof h.magic);
   h.version = kRingVersion;

@@ -105,7 +105,7 @@ class RecordRing {
   Read read_finished(uint64_t index, OpFields* out) const;
 
   // The writer's view (see RingWriter); begin/finish below go through it.
-  RingWriter writer() const { return RingWriter{slots_, capacity_log2_, cpu_has_prefetchw()}; }
+  const RingWriter& writer() const { return writer_; }
   const RingHeader& header() const { return *header_; }
   size_t capacity() const { return capacity_; }
   const std::string& file() const { return file_; }
@@ -124,6 +124,7 @@ class RecordRing {
   size_t capacity_ = 0;
   unsigned capacity_log2_ = 0;  // capacity_ == 1 << capacity_log2_
   std::string file_;
+  RingWriter writer_;  // slots_, capacity_log2_ and the CPU's prefetch, for begin/finish
   mutable std::atomic<uint64_t> begun_hint_{0};  // the last answer of begun() (readers only)
 };
 
