@@ -16,8 +16,6 @@ namespace zw::internal::monitor {
 namespace {
 
 constexpr size_t kMaxWindow = 1 << 16;
-constexpr auto kJudgeWait = std::chrono::milliseconds(5);  // how long one tick waits for the other ranks' windows
-constexpr uint64_t kSkipAfter = 3;  // rank 0 gives up on a window once it published this many later ones
 
 // "/dir/zw-flight-host-pid-comm-rR.bin" ("-rR-dev.bin" for the device path), with characters a file name should not
 // hold replaced.
@@ -52,7 +50,7 @@ std::shared_ptr<CommMonitor> CommMonitor::create(MonitorSetup setup) {
   if (!file.empty()) ZW_INFO(kColl, "flight recorder of communicator '%s': %s", s.comm.c_str(), file.c_str());
   if (k.straggler_window > 0 && s.size > 1 && s.store) {
     m->window_ = std::min(static_cast<size_t>(k.straggler_window), kMaxWindow);
-    m->runs_.assign(2 * m->window_, 0);
+    m->capture_.runs.assign(m->window_, 0);
   }
   MonitorService::instance().add(m);
   m->publish_endpoint();
@@ -117,7 +115,10 @@ __attribute__((hot)) void CommMonitor::on_finish(const Status& status, int64_t e
 // The counting is behind by half the ring (the monitor's thread held off, or slower than a writer of sub-100 ns
 // operations): count now, after the counting in progress if any. Records are then never overwritten uncounted: a
 // counting in progress ends within one ring's records, and this writer writes none meanwhile.
-__attribute__((noinline, cold)) void CommMonitor::help_aggregate() { aggregate(); }
+__attribute__((noinline, cold)) void CommMonitor::help_aggregate() {
+  writer_counts_.fetch_add(1, std::memory_order_relaxed);
+  aggregate();
+}
 
 void CommMonitor::aggregate() const {
   std::lock_guard<std::mutex> lock(count_mutex_);
@@ -144,38 +145,25 @@ void CommMonitor::aggregate_locked() const {
   counted_.store(i, std::memory_order_release);
 }
 
-// One finished record into the aggregates and, for a collective, its run time into the straggler window.
+// One finished record into the aggregates and, for a collective of the window asked for, its run time into the
+// straggler capture.
 void CommMonitor::count(const OpFields& f) const {
   const OpKind kind = static_cast<OpKind>(f.kind);
   const bool failed = f.state == static_cast<uint8_t>(OpState::kFailed);
   const uint64_t ns = f.end_ns > f.start_ns ? f.end_ns - f.start_ns : 0;
   stats_.add(kind, static_cast<Algo>(f.algo), f.bytes, ns, failed);
-  if (window_ == 0 || is_p2p(kind) || windows_stopped_) return;
-  if (failed) {
-    windows_stopped_ = true;
+  if (window_ == 0 || is_p2p(kind)) return;
+  next_coll_ = f.coll_index + 1;
+  Capture& c = capture_;
+  if (failed) windows_stopped_ = true;
+  if (c.window < 0 || c.missed || c.fill == window_) return;
+  const uint64_t first = static_cast<uint64_t>(c.window) * window_;
+  if (f.coll_index < first) return;
+  if (failed || f.coll_index != first + c.fill) {  // a record of the window lost (or the communicator failed)
+    c.missed = true;
     return;
   }
-  const uint64_t window = f.coll_index / window_;
-  const size_t at = static_cast<size_t>(f.coll_index % window_);
-  if (at == 0) {
-    filling_ = window;
-    fill_ = 0;
-  }
-  if (window != filling_ || at != fill_) {  // a record of this window was lost: wait for the next one
-    fill_ = SIZE_MAX;
-    return;
-  }
-  runs_[cur_ * window_ + at] = static_cast<uint32_t>(std::min<uint64_t>(ns / 1000, UINT32_MAX));
-  if (++fill_ == window_) window_done(window);
-}
-
-// Hands a full buffer to the service thread (or drops the window when the service has not taken the last one).
-void CommMonitor::window_done(uint64_t window) const {
-  fill_ = 0;
-  if (ready_.load(std::memory_order_acquire) >= 0) return;  // dropped: rank 0 skips it after kSkipAfter
-  ready_buf_ = cur_;
-  ready_.store(static_cast<int64_t>(window), std::memory_order_release);
-  cur_ ^= 1;
+  c.runs[c.fill++] = static_cast<uint32_t>(std::min<uint64_t>(ns / 1000, UINT32_MAX));
 }
 
 uint64_t CommMonitor::in_flight() const {
@@ -202,60 +190,170 @@ void CommMonitor::catch_up() {
   if (device() != nullptr) consume_device();
 }
 
+// The straggler exchange. Which windows are judged is rank 0's choice, told through the store's counter
+// `monitor/straggler/ask` (the window + 1): every rank captures that window's run times as its counting reaches it,
+// publishes them, and rank 0 judges once all are there, then asks for another. So every rank publishes the same
+// windows whatever the operations' rate (a window of 1,000 4 KiB all-gathers lasts ~2 ms, a tick 50 ms), and the
+// store sees a few requests per rank per tick: the others read the counter while they have nothing to capture, and
+// set one key per window.
+namespace {
+constexpr double kLeadS = 0.25;   // how far ahead of its own counting rank 0 asks (the others see the ask a tick or
+                                  // a few later: their service threads may wait for a core)
+constexpr int kMaxLeadShift = 6;  // the lead doubles with each window missed in a row, up to 64×
+constexpr int kGiveUpTicks = 40;  // rank 0 gives up on a window this many ticks after publishing its own capture
+const char* const kAskKey = "monitor/straggler/ask";
+}  // namespace
+
+void CommMonitor::begin_capture(int64_t window) {
+  std::lock_guard<std::mutex> lock(count_mutex_);
+  Capture& c = capture_;
+  c.window = window;
+  c.fill = 0;
+  // Counted already (the capture came too late), or the communicator failed: published as missed.
+  c.missed = windows_stopped_ || next_coll_ > static_cast<uint64_t>(window) * window_;
+}
+
+CommMonitor::Taken CommMonitor::take_capture() {
+  Taken t;
+  std::lock_guard<std::mutex> lock(count_mutex_);
+  Capture& c = capture_;
+  if (c.window < 0 || (!c.missed && c.fill < window_)) return t;
+  t.window = c.window;
+  t.missed = c.missed;
+  if (!c.missed) t.runs.assign(c.runs.begin(), c.runs.end());
+  c.window = -1;
+  return t;
+}
+
+uint64_t CommMonitor::colls_counted() const {
+  std::lock_guard<std::mutex> lock(count_mutex_);
+  return next_coll_;
+}
+
+// A missed capture is published as an empty value, so that rank 0 need not wait for it.
+void CommMonitor::publish(Store& store, const Taken& t) {
+  const std::string value = t.missed ? std::string() : encode_durations(t.runs.data(), t.runs.size());
+  ZW_TRACE(kColl, "straggler window %lld: published%s", static_cast<long long>(t.window), t.missed ? " (missed)" : "");
+  Status s = store.set(window_key(static_cast<uint64_t>(t.window), setup_.rank), value);
+  if (!s.ok())
+    ZW_INFO(kColl, "straggler window %lld not published: %s", static_cast<long long>(t.window), s.to_string().c_str());
+  published_ = true;
+}
+
 void CommMonitor::service_tick() {
-  catch_up();
   if (window_ == 0) return;
-  const int64_t ready = ready_.load(std::memory_order_acquire);
-  if (ready >= 0) {
-    std::string value = encode_durations(&runs_[ready_buf_ * window_], window_);
-    ready_.store(-1, std::memory_order_release);
-    Status s = setup_.store->set(window_key(static_cast<uint64_t>(ready), setup_.rank), value);
-    if (!s.ok())
-      ZW_INFO(kColl, "straggler window %lld not published: %s", static_cast<long long>(ready), s.to_string().c_str());
-    published_ = ready;
-  }
+  Store& store = *setup_.store;
   if (setup_.rank == 0) {
-    log::set_thread_rank(setup_.rank);  // the verdict is rank 0's
-    judge_ready_windows();
+    if (Taken t = take_capture(); t.window >= 0) publish(store, t);
+    drive_judge(store);
+  } else {
+    follow_ask(store);
   }
 }
 
-void CommMonitor::judge_ready_windows() {
-  while (published_ >= 0 && next_judge_ <= static_cast<uint64_t>(published_)) {
-    std::vector<std::string> keys;
-    for (int r = 0; r < setup_.size; ++r) keys.push_back(window_key(next_judge_, r));
-    if (!setup_.store->wait(keys, kJudgeWait).ok()) {
-      if (static_cast<uint64_t>(published_) < next_judge_ + kSkipAfter) return;  // the others may still come
-      for (const std::string& key : keys) (void)setup_.store->del(key);
-      ++next_judge_;
-      continue;
-    }
-    std::vector<std::vector<uint32_t>> runs(static_cast<size_t>(setup_.size));
-    bool whole = true;
-    for (int r = 0; r < setup_.size; ++r) {
-      auto value = setup_.store->get(keys[static_cast<size_t>(r)], kJudgeWait);
-      whole = whole && value.ok() && decode_durations(value.value(), window_, &runs[static_cast<size_t>(r)]);
-      (void)setup_.store->del(keys[static_cast<size_t>(r)]);
-    }
-    const uint64_t window = next_judge_++;
-    if (!whole) continue;
-    const Knobs& k = knobs();
-    StragglerVerdict v = judge_window(runs, k.straggler_share, k.straggler_min_us * 1000.0);
-    v.window = window;
-    if (v.named >= 0) {
-      const size_t r = static_cast<size_t>(v.named);
-      ZW_WARN(kColl,
-              "straggler: rank %d (host %s, pid %d) arrived last at %.0f%% of the last %llu collectives of "
-              "communicator '%s', median %.2f ms behind the next-latest rank (ZW_STRAGGLER_WINDOW/_SHARE/_MIN_US)",
-              v.named, setup_.hosts[r].c_str(), setup_.pids[r], 100.0 * v.last_share[r],
-              static_cast<unsigned long long>(v.ops), label().c_str(), v.median_late_ns[r] / 1e6);
-    }
-    {
-      std::lock_guard<std::mutex> lock(verdict_mutex_);
-      verdict_ = std::move(v);
-    }
-    judged_.fetch_add(1, std::memory_order_relaxed);
+// Ranks other than 0: publish a finished capture if rank 0 still wants it, and while nothing is being captured, read
+// which window rank 0 wants now (one request per tick).
+void CommMonitor::follow_ask(Store& store) {
+  Taken t = take_capture();
+  if (asked_ >= 0 && !published_ && t.window < 0) return;  // capturing
+  Result<int64_t> ask = store.add(kAskKey, 0);
+  const int64_t wanted = ask.ok() ? ask.value() - 1 : asked_;
+  if (t.window >= 0) {
+    if (t.window == wanted)
+      publish(store, t);
+    else
+      published_ = true;  // rank 0 gave up on it meanwhile: dropped, so that no key is left behind
   }
+  if (wanted <= asked_) return;
+  ZW_TRACE(kColl, "straggler window %lld: capturing (%llu collectives counted)", static_cast<long long>(wanted),
+           static_cast<unsigned long long>(colls_counted()));
+  asked_ = wanted;
+  published_ = false;
+  begin_capture(asked_);
+  if (Taken now = take_capture(); now.window >= 0) publish(store, now);  // missed at once
+}
+
+// Rank 0: judges the window it asked for once every rank published it (or gives up on it), then asks for the next.
+void CommMonitor::drive_judge(Store& store) {
+  const int64_t now = static_cast<int64_t>(now_ns());
+  const uint64_t colls = colls_counted();
+  const bool first = rate_ns_ == 0;
+  if (!first && now > rate_ns_) rate_ = double(colls - rate_colls_) * 1e9 / double(now - rate_ns_);
+  rate_colls_ = colls;
+  rate_ns_ = now;
+  if (first) return;  // the lead needs the collectives' rate: the first ask waits a tick
+  if (asked_open_) judge_asked(store);
+  if (!asked_open_) ask_next(store);
+}
+
+void CommMonitor::ask_next(Store& store) {
+  // The first window that starts at least kLeadS (× 2^misses) of collectives beyond what rank 0 has counted (and at
+  // least a window ahead).
+  const double lead = kLeadS * double(1 << std::min(misses_in_row_, kMaxLeadShift));
+  const uint64_t ahead = std::max<uint64_t>(static_cast<uint64_t>(rate_ * lead), window_);
+  const uint64_t from = colls_counted() + ahead;
+  const int64_t window = static_cast<int64_t>((from + window_ - 1) / window_);
+  Result<int64_t> ask = store.add(kAskKey, window + 1 - ask_value_);
+  if (!ask.ok()) {
+    ZW_INFO(kColl, "straggler window %lld not asked for: %s", static_cast<long long>(window),
+            ask.status().to_string().c_str());
+    return;
+  }
+  ZW_TRACE(kColl, "straggler window %lld asked for (%llu collectives counted, %.0f/s)", static_cast<long long>(window),
+           static_cast<unsigned long long>(colls_counted()), rate_);
+  ask_value_ = ask.value();
+  asked_ = window;
+  asked_open_ = true;
+  published_ = false;
+  ticks_waited_ = 0;
+  begin_capture(window);
+  if (Taken t = take_capture(); t.window >= 0) publish(store, t);  // missed at once
+}
+
+void CommMonitor::judge_asked(Store& store) {
+  if (!published_) return;  // rank 0's own capture is not complete yet
+  std::vector<std::string> keys;
+  for (int r = 0; r < setup_.size; ++r) keys.push_back(window_key(static_cast<uint64_t>(asked_), r));
+  const bool all = store.wait(keys, Store::Timeout(0)).ok();  // answers at once
+  if (!all && ++ticks_waited_ < kGiveUpTicks) return;
+  std::vector<std::vector<uint32_t>> runs(static_cast<size_t>(setup_.size));
+  bool whole = all;
+  for (int r = 0; r < setup_.size; ++r) {
+    const std::string& key = keys[static_cast<size_t>(r)];
+    if (whole) {
+      auto value = store.get(key, Store::Timeout(0));
+      whole = value.ok() && decode_durations(value.value(), window_, &runs[static_cast<size_t>(r)]);
+    }
+    (void)store.del(key);
+  }
+  asked_open_ = false;
+  ZW_TRACE(kColl, "straggler window %lld: %s", static_cast<long long>(asked_),
+           whole ? "judged"
+           : all ? "missed by a rank"
+                 : "given up");
+  if (!whole) {
+    ++misses_in_row_;
+    missed_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  misses_in_row_ = 0;
+  const Knobs& k = knobs();
+  StragglerVerdict v = judge_window(runs, k.straggler_share, k.straggler_min_us * 1000.0);
+  v.window = static_cast<uint64_t>(asked_);
+  if (v.named >= 0) {
+    const size_t r = static_cast<size_t>(v.named);
+    log::set_thread_rank(setup_.rank);  // the verdict is rank 0's
+    ZW_WARN(kColl,
+            "straggler: rank %d (host %s, pid %d) arrived last at %.0f%% of the last %llu collectives of "
+            "communicator '%s', median %.2f ms behind the next-latest rank (ZW_STRAGGLER_WINDOW/_SHARE/_MIN_US)",
+            v.named, setup_.hosts[r].c_str(), setup_.pids[r], 100.0 * v.last_share[r],
+            static_cast<unsigned long long>(v.ops), label().c_str(), v.median_late_ns[r] / 1e6);
+  }
+  {
+    std::lock_guard<std::mutex> lock(verdict_mutex_);
+    verdict_ = std::move(v);
+  }
+  judged_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void CommMonitor::retire() { MonitorService::instance().retire(this); }

@@ -5,11 +5,13 @@
 //
 // Threading: on_start/on_finish are called by the holder of the communicator's run token (one at a time, ordered
 // by the communicator's mutex); on_enqueue by any issuing thread; they allocate nothing and take no lock. They write
-// the record only: the aggregates and the straggler window are counted from the finished records by aggregate(),
-// which the monitor's thread calls every 5 ms and readers call before they read (the path of a 4 KiB operation is
-// ~2 µs: 1 % is 20 ns). Should the records not counted fill half the ring (looked at every 16 records), the writer
-// counts them itself.
-// Readers (snapshot functions) may run on any thread. service_tick() is called by the service thread only.
+// the record only: the aggregates and the straggler capture are counted from the finished records by aggregate(),
+// which the process's counting thread calls every 5 ms and readers call before they read (the path of a 4 KiB
+// operation is ~2 µs: 1 % is 20 ns). Should the records not counted fill half the ring (looked at every 16 records),
+// the writer counts them itself (writer_counts()); the counting thread never waits on a socket, so that this stays
+// rare.
+// Readers (snapshot functions) may run on any thread. service_tick() (the straggler exchange, which talks to the
+// store) is called by the service thread only.
 // Device-memory operations of the node-local GPU path have their own records and aggregates (device_ops.h): the
 // engine attaches them at its creation and detaches them when it goes.
 #pragma once
@@ -72,7 +74,7 @@ class CommMonitor {
   const DeviceOps* device() const { return device_.load(std::memory_order_acquire); }
   // Finishes the device records whose operations completed.
   void consume_device();
-  // The monitor's thread, every 5 ms: aggregate(), and consume_device() when a device path is attached.
+  // The counting thread, every 5 ms: aggregate(), and consume_device() when a device path is attached.
   void catch_up();
 
   const MonitorSetup& setup() const { return setup_; }
@@ -86,6 +88,11 @@ class CommMonitor {
   void aggregate() const;
   // Records overwritten before they were counted: 0 (the writer counts them itself first); a check for tests.
   uint64_t records_lost() const { return lost_.load(std::memory_order_relaxed); }
+  // Records counted so far (without counting more, unlike stats()).
+  uint64_t records_counted() const { return counted_.load(std::memory_order_acquire); }
+  // Times the writer found half the ring not yet counted and counted it on the operation's path (the counting thread
+  // fell behind by ~half a ring's operations).
+  uint64_t writer_counts() const { return writer_counts_.load(std::memory_order_relaxed); }
   // Per-peer counters, updated by the communicator's rendezvous (Rendezvous::set_peer_links).
   PeerLinks& links() { return links_; }
   const PeerLinks& links() const { return links_; }
@@ -93,13 +100,18 @@ class CommMonitor {
   // A label that tells this communicator apart in the process: "name", or "name#generation" after the first.
   std::string label() const;
   StragglerVerdict verdict() const;
+  // Rank 0: straggler windows judged, and windows asked for that could not be (a rank's capture missed, or its window
+  // never came).
   uint64_t windows_judged() const { return judged_.load(std::memory_order_relaxed); }
+  uint64_t windows_missed() const { return missed_.load(std::memory_order_relaxed); }
 
   // The store key (under the communicator's prefix "zw/NAME/GENERATION/") where rank `rank` publishes its metrics
   // endpoint as JSON {rank, size, comm, host, addr, port, pid} when ZW_METRICS_PORT is set (read by zwtop --store).
   static std::string endpoint_key(int rank);
 
-  // Service thread: publishes a full window of run times and, on rank 0, judges the windows every rank published.
+  // Service thread, every 50 ms: one step of the straggler exchange (straggler.h): publishes a finished capture; rank 0
+  // judges the window it asked for once every rank published it, then asks for the next; the others follow the ask.
+  // Each step makes a few requests to the store, none of which waits for a key.
   void service_tick();
 
  private:
@@ -108,8 +120,20 @@ class CommMonitor {
   void help_aggregate();
   void aggregate_locked() const;
   void count(const OpFields& f) const;
-  void window_done(uint64_t window) const;
-  void judge_ready_windows();
+  // Straggler exchange (service thread).
+  struct Taken {
+    int64_t window = -1;  // -1: nothing finished
+    bool missed = false;
+    std::vector<uint32_t> runs;
+  };
+  void begin_capture(int64_t window);
+  Taken take_capture();
+  uint64_t colls_counted() const;
+  void publish(Store& store, const Taken& t);
+  void follow_ask(Store& store);
+  void drive_judge(Store& store);
+  void ask_next(Store& store);
+  void judge_asked(Store& store);
   std::string window_key(uint64_t window, int rank) const;
 
   // Writer state (token holder): everything on_start and on_finish load, on one line of its own.
@@ -145,20 +169,31 @@ class CommMonitor {
   mutable OpStats stats_;
   mutable std::atomic<uint64_t> counted_{0};  // records counted (ring indices below it)
   mutable std::atomic<uint64_t> lost_{0};
-  // Straggler windows: two buffers of `window_` run times (µs), window w holding the collectives w·window_ ..
-  // (w+1)·window_ − 1; the counting fills one while the service reads the other. ready_ is the index of the window
-  // waiting in buffer ready_buf_ (-1: none). A window with a record lost is not published.
-  size_t window_ = 0;
-  mutable std::vector<uint32_t> runs_;  // 2 × window_
-  mutable size_t fill_ = 0, cur_ = 0;   // runs in the window being filled; its buffer
-  mutable uint64_t filling_ = 0;        // the window being filled
+  mutable std::atomic<uint64_t> writer_counts_{0};
+  // Straggler capture (under count_mutex_): the run times (µs) of window `window` (collectives window·window_ ..
+  // (window+1)·window_ − 1), the one rank 0 asked for; the counting fills it in order, and a gap (a record lost, or
+  // the window counted before the capture began) marks it missed.
+  struct Capture {
+    int64_t window = -1;  // -1: none
+    size_t fill = 0;
+    bool missed = false;
+    std::vector<uint32_t> runs;  // window_ entries
+  };
+  size_t window_ = 0;  // collectives per window; 0: no exchange
+  mutable Capture capture_;
+  mutable uint64_t next_coll_ = 0;        // the collective index after the last one counted
   mutable bool windows_stopped_ = false;  // after the first failed collective
-  mutable std::atomic<int64_t> ready_{-1};
-  mutable size_t ready_buf_ = 0;
-  // Service thread state.
-  int64_t published_ = -1;   // last window this rank published
-  uint64_t next_judge_ = 0;  // rank 0: next window to judge
-  std::atomic<uint64_t> judged_{0};
+  // Exchange state (service thread).
+  int64_t asked_ = -1;       // the window asked for (rank 0) or last seen asked (others)
+  bool asked_open_ = false;  // rank 0: `asked_` is not yet judged or given up
+  bool published_ = false;   // this rank is done with `asked_` (published its capture, or dropped it)
+  int64_t ask_value_ = 0;    // rank 0: the ask counter's value (asked_ + 1 once asked)
+  int ticks_waited_ = 0;     // rank 0: ticks since it published its own capture of `asked_`
+  int misses_in_row_ = 0;    // rank 0: the lead doubles with each window missed in a row
+  uint64_t rate_colls_ = 0;  // rank 0: colls_counted() at the last tick
+  int64_t rate_ns_ = 0;      //         and when
+  double rate_ = 0;          //         collectives per second since the tick before
+  std::atomic<uint64_t> judged_{0}, missed_{0};
   mutable std::mutex verdict_mutex_;
   StragglerVerdict verdict_;  // rank 0: the last window judged
 };

@@ -224,6 +224,19 @@ void render_comms(std::string& out, const std::vector<std::shared_ptr<CommMonito
       {"zerowire_straggler_named", "1 for the rank named a straggler in the last judged window.",
        [](const StragglerVerdict& v, size_t r) { return v.named == static_cast<int>(r) ? 1.0 : 0.0; }},
   };
+  family(out, "zerowire_monitor_writer_counts_total", "counter",
+         "Times an operation's path counted the records itself: the counting thread was half a ring behind.");
+  for (const auto& m : ms)
+    sample(out, "zerowire_monitor_writer_counts_total", comm_labels(*m), static_cast<double>(m->writer_counts()));
+  family(out, "zerowire_straggler_windows_judged_total", "counter",
+         "Straggler windows rank 0 judged (every rank published its run times of the window rank 0 asked for).");
+  family(out, "zerowire_straggler_windows_missed_total", "counter",
+         "Straggler windows rank 0 asked for and could not judge (a rank's capture missed or never came).");
+  for (const auto& m : ms) {
+    if (m->setup().rank != 0) continue;
+    sample(out, "zerowire_straggler_windows_judged_total", comm_labels(*m), static_cast<double>(m->windows_judged()));
+    sample(out, "zerowire_straggler_windows_missed_total", comm_labels(*m), static_cast<double>(m->windows_missed()));
+  }
   std::vector<std::pair<const CommMonitor*, StragglerVerdict>> verdicts;
   for (const auto& m : ms)
     if (m->windows_judged() > 0) verdicts.emplace_back(m.get(), m->verdict());
@@ -341,7 +354,9 @@ std::string render_comm_json(const CommMonitor& m) {
            ",\"wait_s\":" + num(seconds(l.wait_ns.load())) + ",\"waits\":" + std::to_string(l.waits.load()) + "}";
     first = false;
   }
-  out += "],\"straggler\":";
+  out += "],\"writer_counts\":" + std::to_string(m.writer_counts()) +
+         ",\"straggler_windows\":{\"judged\":" + std::to_string(m.windows_judged()) +
+         ",\"missed\":" + std::to_string(m.windows_missed()) + "},\"straggler\":";
   if (m.windows_judged() == 0) {
     out += "null";
   } else {

@@ -21,13 +21,14 @@
 namespace zw::internal::monitor {
 namespace {
 
-constexpr int kTickMs = 50;  // the period of the straggler ticks and dump requests
-// The thread's own period: the host records finished are counted into the aggregates, and the device records of
+constexpr int kTickMs = 50;   // the period of the straggler exchange
+constexpr int kSliceMs = 10;  // the service thread looks at the endpoint, a dump request and its stop this often
+// The counting thread's period: the host records finished are counted into the aggregates, and the device records of
 // communicators with a device path are finished, this often. An issuing thread can fill the 8,192 record slots in
 // ~40 ms of small device operations (~5 µs each), and an operation that finds every slot taken is left out; a host
 // writer that finds half of them not yet counted (~9 ms of 2 µs operations) counts them itself. (A wake-up every
 // 5 ms of an otherwise sleeping thread: ~200 short passes per second.)
-constexpr int kDeviceTickMs = 5;
+constexpr int kCountMs = 5;
 constexpr auto kRequestTimeout = std::chrono::seconds(2);
 std::atomic<bool> g_dump_requested{false};
 
@@ -76,6 +77,7 @@ MonitorService& MonitorService::instance() {
 MonitorService::~MonitorService() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
+  if (count_thread_.joinable()) count_thread_.join();
   // At process exit: communicators never destroyed (a leaked handle, exit() from the trainer) still get their dump.
   bool live_left = false;
   {
@@ -105,7 +107,8 @@ void MonitorService::start_locked() {
       sigaction(SIGUSR2, &sa, nullptr);
     }
   }
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] { serve_loop(); });
+  count_thread_ = std::thread([this] { count_loop(); });
 }
 
 void MonitorService::open_endpoint() {
@@ -203,27 +206,33 @@ void MonitorService::serve_one(int fd) {
   (void)net::send_all(fd, reply.data(), reply.size(), Deadline::after(kRequestTimeout), "metrics client");
 }
 
-void MonitorService::loop() {
+// Counting only: it never waits on a socket or the store, so that a slow scrape or store does not leave the writers
+// to count their records on their operations' path.
+void MonitorService::count_loop() {
+  log::set_thread_rank(-1);
+  while (!stop_.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kCountMs));
+    for (const auto& m : live()) m->catch_up();
+  }
+}
+
+void MonitorService::serve_loop() {
   log::set_thread_rank(-1);
   auto next_tick = std::chrono::steady_clock::now();
   while (!stop_.load()) {
     if (listen_fd_ >= 0) {
       pollfd p{listen_fd_, POLLIN, 0};
-      if (poll(&p, 1, kDeviceTickMs) > 0) {
+      if (poll(&p, 1, kSliceMs) > 0) {
         int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
         if (fd >= 0) serve_one(fd);
       }
     } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(kDeviceTickMs));
+      std::this_thread::sleep_for(std::chrono::milliseconds(kSliceMs));
     }
     const auto now = std::chrono::steady_clock::now();
-    const bool tick = now >= next_tick;
-    if (tick) next_tick = now + std::chrono::milliseconds(kTickMs);
-    for (const auto& m : live()) {
-      if (tick)
-        m->service_tick();  // catch_up() included
-      else
-        m->catch_up();
+    if (now >= next_tick) {
+      next_tick = now + std::chrono::milliseconds(kTickMs);
+      for (const auto& m : live()) m->service_tick();
     }
     if (g_dump_requested.exchange(false)) {
       std::string path = write_dump();

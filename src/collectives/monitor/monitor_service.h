@@ -1,10 +1,11 @@
-// collectives/monitor/monitor_service.h — the process's monitoring thread: it knows every live communicator's
-// monitor, serves the Prometheus text endpoint (ZW_METRICS_PORT; a small HTTP/1.0 server bound to ZW_METRICS_ADDR),
-// writes the JSON dump (ZW_METRICS_DUMP) when a communicator ends and on SIGUSR2, drives the straggler exchange of
-// each monitor (every 50 ms), counts the finished host records into each monitor's aggregates and finishes the device
-// records of communicators with a device path (every 5 ms).
+// collectives/monitor/monitor_service.h — the process's monitoring threads. They know every live communicator's
+// monitor. The service thread serves the Prometheus text endpoint (ZW_METRICS_PORT; a small HTTP/1.0 server bound to
+// ZW_METRICS_ADDR), writes the JSON dump (ZW_METRICS_DUMP) when a communicator ends and on SIGUSR2, and drives the
+// straggler exchange of each monitor through the store (every 50 ms). The counting thread counts the finished host
+// records into each monitor's aggregates and finishes the device records of communicators with a device path (every
+// 5 ms); it never waits on a socket, so that a slow scrape or store cannot leave the writers to count (comm_monitor.h).
 //
-// The thread starts with the first communicator and stops at process exit. Threading: add/retire/render are
+// The threads start with the first communicator and stop at process exit. Threading: add/retire/render are
 // thread-safe (one mutex, never taken on an operation's hot path). Non-goals: HTTP keep-alive, TLS, pushing to a
 // gateway, anything but GET.
 #pragma once
@@ -41,7 +42,8 @@ class MonitorService {
  private:
   MonitorService() = default;
   void start_locked();
-  void loop();
+  void serve_loop();
+  void count_loop();
   void open_endpoint();
   void serve_one(int fd);
   std::vector<std::shared_ptr<CommMonitor>> live();
@@ -49,7 +51,8 @@ class MonitorService {
   std::mutex mutex_;
   std::vector<std::shared_ptr<CommMonitor>> monitors_;
   std::vector<std::string> retired_json_;  // final JSON objects of communicators that ended
-  std::thread thread_;
+  std::thread thread_;                     // service
+  std::thread count_thread_;               // counting
   std::atomic<bool> stop_{false};
   std::atomic<int> port_{0};
   int listen_fd_ = -1;

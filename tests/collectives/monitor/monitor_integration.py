@@ -6,7 +6,8 @@
                                       endpoint, and zwrun --metrics-dir gathering every rank's dump at exit
   dump      ZWRUN PROBE               zwrun --metrics-dir: a rank dumps its JSON on SIGUSR2, and every rank at exit
   straggler ZWRUN PROBE TRANSPORT N   one rank sleeps before each collective: rank 0 names it, and nobody else; then
-                                      the same job without the sleep: nobody is named
+                                      the same job without the sleep, as fast as it goes for 4 s: windows are
+                                      judged all the same (rank 0's dump), and nobody is named
   flight    ZWRUN PROBE ZW_FLIGHT TRANSPORT stop|kill
                                       one of 3 ranks stops (SIGSTOP) or dies (SIGKILL) before collective 20: the
                                       flight files of all ranks say it never reached collective 20 and the others did
@@ -203,27 +204,56 @@ def straggler_lines(out):
     return re.findall(r"straggler: rank (\d+) \(host", out)
 
 
+def rank0_straggler(mdir):
+    """Rank 0's straggler state from its dump at exit: (windows judged, windows missed, the last verdict or None)."""
+    with open(os.path.join(mdir, "rank0.json")) as f:
+        c = json.load(f)["communicators"][0]
+    return c["straggler_windows"]["judged"], c["straggler_windows"]["missed"], c["straggler"]
+
+
 def straggler(zwrun, probe, transport, n):
+    """One rank sleeps 15 ms before each collective: rank 0 names it, and nobody else. Then the same job without the
+    sleep, its collectives as fast as they go for 4 s (windows last milliseconds, the exchange's tick 50 ms): rank 0
+    judges windows all the same, and names nobody."""
     n = int(n)
     late = n - 1 if n > 2 else 1
-    env = {"ZW_STRAGGLER_WINDOW": "30", "ZW_DEBUG": "WARN"}
-    args = ["--ops", "100", "--op", "all_gather", "--bytes", "4096"]
-    job = start_job(zwrun, probe, n, transport, args + ["--delay-rank", str(late), "--delay-ms", "15"], env)
-    out, _ = job.communicate(timeout=300)
-    if job.returncode != 0:
-        fail(f"delayed job exited {job.returncode}:\n{out}")
-    named = straggler_lines(out)
-    if not named or any(int(r) != late for r in named):
-        fail(f"{transport} {n} ranks, rank {late} delayed 15 ms: straggler lines name {named}:\n{out}")
-    job = start_job(zwrun, probe, n, transport, args, env)
-    out2, _ = job.communicate(timeout=300)
-    if job.returncode != 0:
-        fail(f"undelayed job exited {job.returncode}:\n{out2}")
-    if straggler_lines(out2):
-        fail(f"{transport} {n} ranks, nobody delayed: named {straggler_lines(out2)}:\n{out2}")
-    print(f"straggler {transport} {n} ranks: rank {late} named {len(named)} time(s) when delayed, nobody otherwise")
-    print([l for l in out.splitlines() if "straggler:" in l][0])
-    return 0
+    tmp = tempfile.mkdtemp(prefix="zw_mon_strag_")
+    try:
+        env = {"ZW_STRAGGLER_WINDOW": "30", "ZW_DEBUG": "WARN"}
+        args = ["--op", "all_gather", "--bytes", "4096"]
+        mdir = os.path.join(tmp, "delayed")
+        job = start_job(zwrun, probe, n, transport,
+                        args + ["--ops", "150", "--delay-rank", str(late), "--delay-ms", "15"], env,
+                        zwrun_args=["--metrics-dir", mdir])
+        out, _ = job.communicate(timeout=300)
+        if job.returncode != 0:
+            fail(f"delayed job exited {job.returncode}:\n{out}")
+        named = straggler_lines(out)
+        if not named or any(int(r) != late for r in named):
+            fail(f"{transport} {n} ranks, rank {late} delayed 15 ms: straggler lines name {named}:\n{out}")
+        judged, missed, verdict = rank0_straggler(mdir)
+        if judged < 1 or verdict is None or verdict["named"] != late:
+            fail(f"{transport} {n} ranks, rank {late} delayed: rank 0's dump has {judged} windows judged, "
+                 f"{missed} missed, verdict {verdict}")
+        mdir = os.path.join(tmp, "undelayed")
+        env["ZW_STRAGGLER_WINDOW"] = "200"
+        job = start_job(zwrun, probe, n, transport, args + ["--seconds", "4"], env,
+                        zwrun_args=["--metrics-dir", mdir])
+        out2, _ = job.communicate(timeout=300)
+        if job.returncode != 0:
+            fail(f"undelayed job exited {job.returncode}:\n{out2}")
+        if straggler_lines(out2):
+            fail(f"{transport} {n} ranks, nobody delayed: named {straggler_lines(out2)}:\n{out2}")
+        judged2, missed2, verdict2 = rank0_straggler(mdir)
+        if judged2 < 1 or verdict2 is None or verdict2["named"] != -1:
+            fail(f"{transport} {n} ranks, nobody delayed, 4 s of collectives: rank 0 judged {judged2} windows "
+                 f"(missed {missed2}), verdict {verdict2}: the exchange must keep up with fast collectives")
+        print(f"straggler {transport} {n} ranks: rank {late} named {len(named)} time(s) when delayed "
+              f"({judged} windows judged, {missed} missed); nobody otherwise ({judged2} judged, {missed2} missed)")
+        print([l for l in out.splitlines() if "straggler:" in l][0])
+        return 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def flight(zwrun, probe, zw_flight, transport, mode):

@@ -7,9 +7,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -21,6 +25,7 @@
 #include "collectives/monitor/op_stats.h"
 #include "collectives/monitor/record_ring.h"
 #include "collectives/monitor/straggler.h"
+#include "common/knobs.h"
 #include "zerowire/metrics.h"
 #include "zerowire/store.h"
 
@@ -372,6 +377,117 @@ TEST(Straggler, DurationsRoundTripThroughTheStoreEncoding) {
   ASSERT_TRUE(decode_durations(encode_durations(d.data(), d.size()), d.size(), &back));
   EXPECT_EQ(back, d);
   EXPECT_FALSE(decode_durations("abc", 1, &back));
+}
+
+namespace {
+
+MonitorSetup setup_of(int rank, int size, const std::string& comm, std::shared_ptr<Store> store) {
+  MonitorSetup s;
+  s.rank = rank;
+  s.size = size;
+  s.comm = comm;
+  s.transport = "shm";
+  s.hosts.assign(static_cast<size_t>(size), "h");
+  for (int r = 0; r < size; ++r) s.pids.push_back(100 + r);
+  s.store = std::move(store);
+  return s;
+}
+
+// A store whose every call waits until it is opened (a store server that stopped answering).
+class GatedStore final : public Store {
+ public:
+  explicit GatedStore(std::shared_ptr<Store> base) : base_(std::move(base)) {}
+  void open() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  int waiting() const { return waiting_.load(); }
+  Status set(const std::string& k, const std::string& v) override { return pass(), base_->set(k, v); }
+  Result<std::string> get(const std::string& k, Timeout t) override { return pass(), base_->get(k, t); }
+  Status wait(const std::vector<std::string>& k, Timeout t) override { return pass(), base_->wait(k, t); }
+  Result<int64_t> add(const std::string& k, int64_t d) override { return pass(), base_->add(k, d); }
+  Result<bool> del(const std::string& k) override { return pass(), base_->del(k); }
+
+ private:
+  void pass() {
+    ++waiting_;
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return open_; });
+    --waiting_;
+  }
+  std::shared_ptr<Store> base_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool open_ = false;
+  std::atomic<int> waiting_{0};
+};
+
+}  // namespace
+
+// The straggler exchange talks to the store from the service thread; the counting has a thread of its own, so that
+// a store that stops answering does not leave the writer to count its records on the operation's path.
+TEST(CommMonitorCounting, TheCountingGoesOnWhileTheStoreHangs) {
+  auto gate = std::make_shared<GatedStore>(make_memory_store());
+  auto m = CommMonitor::create(setup_of(1, 2, "hung-store", gate));
+  ASSERT_NE(m, nullptr);
+  const OpDesc desc{OpKind::kAllGather, Algo::kRing, DataType::kFloat32, ReduceOp::kSum, 0, 256};
+  const uint64_t ops = m->ring().capacity();  // more than half the ring: the writer would count once
+  for (uint64_t s = 1; s <= ops; ++s) {
+    m->on_enqueue(s);
+    m->on_start(desc, s, static_cast<int64_t>(10 * s), static_cast<int64_t>(10 * s + 1));
+    m->on_finish(Status(), static_cast<int64_t>(10 * s + 3001));
+    if (s == ops / 4) {  // by now the service thread asked the store (one tick) and hangs in it
+      for (int i = 0; i < 400 && gate->waiting() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      ASSERT_EQ(gate->waiting(), 1) << "the service thread never called the store";
+    }
+    if (s % 256 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // ~256 operations per ms
+  }
+  for (int i = 0; i < 400 && m->records_counted() < ops; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(m->records_counted(), ops);
+  EXPECT_EQ(gate->waiting(), 1);
+  EXPECT_EQ(m->writer_counts(), 0u);
+  gate->open();
+  m->retire();
+}
+
+// Three ranks' monitors on one store, their collectives in step (as collectives are) and a thousand times faster
+// than the exchange's tick: every rank captures the window rank 0 asked for, and rank 0 judges it and names the rank
+// whose run times are 5 ms shorter (it arrived last).
+TEST(StragglerExchange, RanksPublishTheWindowRankZeroAsksForAtAnyRate) {
+  const int n = 3, late = 2;
+  auto store = make_memory_store();
+  std::vector<std::shared_ptr<CommMonitor>> ms;
+  for (int r = 0; r < n; ++r) ms.push_back(CommMonitor::create(setup_of(r, n, "exchange", store)));
+  for (const auto& m : ms) ASSERT_NE(m, nullptr);
+  const OpDesc desc{OpKind::kAllGather, Algo::kRing, DataType::kFloat32, ReduceOp::kSum, 0, 256};
+  std::atomic<bool> stop{false};
+  bool stopping = false;  // the stop as of the last phase: every writer sees the same
+  auto phase_done = [&]() noexcept { stopping = stop.load(); };
+  std::barrier step(n, phase_done);
+  std::vector<std::thread> writers;
+  for (int r = 0; r < n; ++r)
+    writers.emplace_back([&, r] {
+      CommMonitor& m = *ms[static_cast<size_t>(r)];
+      for (uint64_t s = 1;; ++s) {
+        const int64_t start = static_cast<int64_t>(s) * 10'000'000;
+        m.on_start(desc, s, start, start + (r == late ? 5'000'000 : 0));
+        m.on_finish(Status(), start + 5'010'000);
+        step.arrive_and_wait();
+        if (stopping) return;
+      }
+    });
+  for (int i = 0; i < 2000 && ms[0]->windows_judged() < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  stop.store(true);
+  for (auto& w : writers) w.join();
+  EXPECT_GE(ms[0]->windows_judged(), 3u) << "missed " << ms[0]->windows_missed();
+  const StragglerVerdict v = ms[0]->verdict();
+  EXPECT_EQ(v.named, late);
+  EXPECT_EQ(v.ops, static_cast<uint64_t>(knobs().straggler_window));
+  EXPECT_NEAR(v.median_late_ns[late], 5e6, 0.1e6);
+  for (const auto& m : ms) EXPECT_EQ(m->records_lost(), 0u);
+  for (const auto& m : ms) m->retire();
 }
 
 // zerowire/metrics.h: a gauge is set, updated in place for the same labels, added for new ones, refused for a bad
