@@ -3,10 +3,13 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,8 +24,7 @@
 namespace zw::internal::monitor {
 namespace {
 
-constexpr int kTickMs = 50;   // the period of the straggler exchange
-constexpr int kSliceMs = 10;  // the service thread looks at the endpoint, a dump request and its stop this often
+constexpr int kTickMs = 50;  // the period of the straggler exchange, and the longest a dump request (SIGUSR2) waits
 // The counting thread's period: the host records finished are counted into the aggregates, and the device records of
 // communicators with a device path are finished, this often. An issuing thread can fill the 8,192 record slots in
 // ~40 ms of small device operations (~5 µs each), and an operation that finds every slot taken is left out; a host
@@ -76,8 +78,13 @@ MonitorService& MonitorService::instance() {
 
 MonitorService::~MonitorService() {
   stop_.store(true);
+  if (stop_fd_ >= 0) {
+    const uint64_t one = 1;
+    (void)!write(stop_fd_, &one, sizeof one);
+  }
   if (thread_.joinable()) thread_.join();
   if (count_thread_.joinable()) count_thread_.join();
+  if (stop_fd_ >= 0) close(stop_fd_);
   // At process exit: communicators never destroyed (a leaked handle, exit() from the trainer) still get their dump.
   bool live_left = false;
   {
@@ -107,6 +114,7 @@ void MonitorService::start_locked() {
       sigaction(SIGUSR2, &sa, nullptr);
     }
   }
+  stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);  // -1: the threads look at stop_ every wait instead
   thread_ = std::thread([this] { serve_loop(); });
   count_thread_ = std::thread([this] { count_loop(); });
 }
@@ -206,37 +214,42 @@ void MonitorService::serve_one(int fd) {
   (void)net::send_all(fd, reply.data(), reply.size(), Deadline::after(kRequestTimeout), "metrics client");
 }
 
+bool MonitorService::wait(int timeout_ms, int fd, bool* ready) {
+  pollfd p[2] = {{stop_fd_, POLLIN, 0}, {fd, POLLIN, 0}};
+  const int n = poll(p, fd >= 0 ? 2 : 1, stop_fd_ >= 0 ? timeout_ms : std::min(timeout_ms, kCountMs));
+  if (ready) *ready = n > 0 && (p[1].revents & POLLIN) != 0;
+  return stop_.load();
+}
+
 // Counting only: it never waits on a socket or the store, so that a slow scrape or store does not leave the writers
 // to count their records on their operations' path.
 void MonitorService::count_loop() {
   log::set_thread_rank(-1);
-  while (!stop_.load()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(kCountMs));
+  while (!wait(kCountMs))
     for (const auto& m : live()) m->catch_up();
-  }
 }
 
+// Wakes for a scrape, a tick, or its stop.
 void MonitorService::serve_loop() {
   log::set_thread_rank(-1);
   auto next_tick = std::chrono::steady_clock::now();
-  while (!stop_.load()) {
-    if (listen_fd_ >= 0) {
-      pollfd p{listen_fd_, POLLIN, 0};
-      if (poll(&p, 1, kSliceMs) > 0) {
-        int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd >= 0) serve_one(fd);
-      }
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(kSliceMs));
-    }
+  for (;;) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_tick) {
       next_tick = now + std::chrono::milliseconds(kTickMs);
       for (const auto& m : live()) m->service_tick();
+      if (g_dump_requested.exchange(false)) {
+        std::string path = write_dump();
+        if (!path.empty()) ZW_WARN(kColl, "metrics dumped to %s (SIGUSR2)", path.c_str());
+      }
     }
-    if (g_dump_requested.exchange(false)) {
-      std::string path = write_dump();
-      if (!path.empty()) ZW_WARN(kColl, "metrics dumped to %s (SIGUSR2)", path.c_str());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - std::chrono::steady_clock::now());
+    bool scrape = false;
+    if (wait(static_cast<int>(std::max<int64_t>(left.count(), 1)), listen_fd_, &scrape)) return;
+    if (scrape) {
+      int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) serve_one(fd);
     }
   }
 }

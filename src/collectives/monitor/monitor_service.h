@@ -44,6 +44,8 @@ class MonitorService {
   void start_locked();
   void serve_loop();
   void count_loop();
+  // Waits up to timeout_ms for the stop or, with fd >= 0, for fd to be readable (*ready); returns whether to stop.
+  bool wait(int timeout_ms, int fd = -1, bool* ready = nullptr);
   void open_endpoint();
   void serve_one(int fd);
   std::vector<std::shared_ptr<CommMonitor>> live();
@@ -54,6 +56,7 @@ class MonitorService {
   std::thread thread_;                     // service
   std::thread count_thread_;               // counting
   std::atomic<bool> stop_{false};
+  int stop_fd_ = -1;  // an eventfd the destructor signals: the threads wait on it
   std::atomic<int> port_{0};
   int listen_fd_ = -1;
 };
