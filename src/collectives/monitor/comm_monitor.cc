@@ -112,7 +112,7 @@ __attribute__((hot)) void CommMonitor::on_finish(const Status& status, int64_t e
   if (h.next % kCheckEvery == 0 && h.next - counted_.load(std::memory_order_relaxed) >= h.help_at) help_aggregate();
 }
 
-// The counting is behind by half the ring (the monitor's thread held off, or slower than a writer of sub-100 ns
+// The counting is behind by half the ring (the counting thread held off, or slower than a writer of sub-100 ns
 // operations): count now, after the counting in progress if any. Records are then never overwritten uncounted: a
 // counting in progress ends within one ring's records, and this writer writes none meanwhile.
 __attribute__((noinline, cold)) void CommMonitor::help_aggregate() {

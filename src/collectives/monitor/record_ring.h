@@ -32,7 +32,7 @@ struct RingIdentity {
 };
 
 // Whether this CPU executes PREFETCHW (CPUID 0x80000001 ECX bit 8: Intel since Broadwell, AMD): fetching a line for
-// writing takes it from another core's cache as well (the monitor's thread reads every record, so a slot's line sits
+// writing takes it from another core's cache as well (the counting thread reads every record, so a slot's line sits
 // shared there when the writer comes back to it a lap later). __builtin_prefetch(p, 1) emits a read prefetch unless the
 // whole build targets such a CPU, and a read prefetch leaves the invalidation to the store itself.
 bool cpu_has_prefetchw();
@@ -166,7 +166,7 @@ inline uint64_t RingWriter::begin(uint64_t index, const OpFields& f) const {
   s.packed.store(packed, std::memory_order_relaxed);
   s.version.store(v + 2, std::memory_order_release);
   // The next operation's slot, for writing: it is fetched while this operation runs, not when the next one begins
-  // (a slot is touched once per `capacity` operations, and the monitor's thread has read it since).
+  // (a slot is touched once per `capacity` operations, and the counting thread has read it since).
   prefetch_for_write(&slots[(index + 1) & mask], prefetchw);
   return packed;
 }
