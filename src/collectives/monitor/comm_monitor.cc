@@ -327,10 +327,8 @@ void CommMonitor::judge_asked(Store& store) {
     (void)store.del(key);
   }
   asked_open_ = false;
-  ZW_TRACE(kColl, "straggler window %lld: %s", static_cast<long long>(asked_),
-           whole ? "judged"
-           : all ? "missed by a rank"
-                 : "given up");
+  const char* outcome = whole ? "judged" : all ? "missed by a rank" : "given up";
+  ZW_TRACE(kColl, "straggler window %lld: %s", static_cast<long long>(asked_), outcome);
   if (!whole) {
     ++misses_in_row_;
     missed_.fetch_add(1, std::memory_order_relaxed);

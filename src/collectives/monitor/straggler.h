@@ -3,10 +3,10 @@
 // A rank that starts an operation late finds its peers already waiting, so its run time (start to end) is the
 // shortest: all ranks of a collective finish within a message's time of each other, and each starts when its
 // caller gets there. So for every collective, the rank with the shortest run time arrived last, by about the
-// difference to the next-shortest. Every rank keeps its run times of a window of collectives (no extra message
-// per operation); once per window it publishes them through the store and rank 0 judges the window:
-// a rank that arrived last in at least `share` of the window's operations, with a median lateness of at least
-// `min_late_ns`, is named in a WARN line and in the metrics.
+// difference to the next-shortest. Rank 0 asks, through the store, for one window of collectives at a time; every
+// rank keeps its run times of that window (no extra message per operation) and publishes them, and rank 0 judges the
+// window (comm_monitor.cc has the exchange): a rank that arrived last in at least `share` of the window's operations,
+// with a median lateness of at least `min_late_ns`, is named in a WARN line and in the metrics.
 //
 // Why not the arrival times of peers' first messages: in ring and tree algorithms a rank blocked on the late
 // one forwards the lateness, so its own neighbours see it "arrive" late too and would blame it; run times compared
