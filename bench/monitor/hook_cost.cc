@@ -1,7 +1,7 @@
 // zw_monitor_hook_bench — what the always-on records cost an operation: the communicator's hooks (on_enqueue,
 // on_start, on_finish: a record written in the ring) timed in a loop on one thread, without any communication, so
 // that the figure does not drown in the machine's noise as the collectives benchmarks' on/off comparison does; and,
-// apart, what counting a finished record into the aggregates and the straggler window costs the monitor's thread.
+// apart, what counting a finished record into the aggregates and the straggler capture costs the counting thread.
 //   zw_monitor_hook_bench [ITERATIONS] [RUNS] [cold-l2|cold-all]
 // Prints CPU ns per operation over RUNS runs (default 21) of ITERATIONS (default 1M): the minimum, the median and the
 // quartiles, so that a figure taken on a loaded machine shows its spread. A loop of hooks finds every line it touches
@@ -10,7 +10,7 @@
 // (what the hooks touch leaves L1 and L2, not L3), cold-all 96 MiB (it leaves every cache): each operation is then
 // timed alone with the monotonic clock, less the median of an empty timed region after the same eviction, and the
 // median over ITERATIONS (default 2,000) operations is printed per run. The hooks are timed in batches of a quarter
-// ring with the counting between them, untimed, as the monitor's thread does it every 5 ms while operations take
+// ring with the counting between them, untimed, as the counting thread does it every 5 ms while operations take
 // microseconds (a loop of bare hooks would otherwise outrun it and count on the writer's path,
 // comm_monitor.h). The straggler window is on (an in-memory store, window ZW_STRAGGLER_WINDOW), as in a communicator
 // of two ranks. Non-goals: contention (one writer by design; readers copy).
@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
         m->on_finish(zw::Status(), static_cast<int64_t>(2 * seq + 1000 + (seq & 1023) * 37));  // varied durations
       }
       const double t1 = thread_cpu_ns();
-      m->aggregate();  // the monitor's thread's work
+      m->aggregate();  // the counting thread's work
       counting += thread_cpu_ns() - t1;
       hooks += t1 - t0;
       done += n;
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
   };
   report(per_op, "monitoring hooks (the operation's path; the times are passed in: the communicator reads the clock "
                  "for its Work handles anyway)");
-  report(per_count, "counting into the aggregates (the monitor's thread)");
+  report(per_count, "counting into the aggregates (the counting thread)");
   m->retire();
   return 0;
 }

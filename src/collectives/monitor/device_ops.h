@@ -6,7 +6,7 @@
 // shows which operation it is in) and commits it once the kernels are enqueued, or with the error when the call
 // failed. Its times come from the device: the engine records a CUDA event before and after the kernels
 // (DeviceOpSource, implemented in gpu/gpu_monitor.cc; of small operations only a sample is timed, the others are
-// counted with their bytes and completion but no run time: kRecordUntimed), and the consumer — the monitor service
+// counted with their bytes and completion but no run time: kRecordUntimed), and the consumer — the monitor's counting
 // thread every 5 ms, and the engine once more when it goes — finishes the records whose operation completed, in issue
 // order, with the start and end converted to this host's CLOCK_MONOTONIC, and updates the aggregates. Neither side
 // allocates or locks on the issuing path; consumers are serialized by a mutex the issuer never takes.
