@@ -204,25 +204,29 @@ constexpr int kGiveUpTicks = 40;  // rank 0 gives up on a window this many ticks
 const char* const kAskKey = "monitor/straggler/ask";
 }  // namespace
 
-void CommMonitor::begin_capture(int64_t window) {
-  std::lock_guard<std::mutex> lock(count_mutex_);
-  Capture& c = capture_;
-  c.window = window;
-  c.fill = 0;
-  // Counted already (the capture came too late), or the communicator failed: published as missed.
-  c.missed = windows_stopped_ || next_coll_ > static_cast<uint64_t>(window) * window_;
+// Begins capturing `window`; one counted already (the ask came too late), or any after a failed collective, is
+// published as missed at once.
+void CommMonitor::start_capture(Store& store, int64_t window) {
+  bool missed;
+  {
+    std::lock_guard<std::mutex> lock(count_mutex_);
+    Capture& c = capture_;
+    c.window = window;
+    c.fill = 0;
+    c.missed = missed = windows_stopped_ || next_coll_ > static_cast<uint64_t>(window) * window_;
+  }
+  if (missed) publish(store, take_capture());
 }
 
-CommMonitor::Taken CommMonitor::take_capture() {
-  Taken t;
+// The capture once it is full or missed (then the counting captures nothing until the next start); else window -1.
+CommMonitor::Capture CommMonitor::take_capture() {
   std::lock_guard<std::mutex> lock(count_mutex_);
   Capture& c = capture_;
-  if (c.window < 0 || (!c.missed && c.fill < window_)) return t;
-  t.window = c.window;
-  t.missed = c.missed;
-  if (!c.missed) t.runs.assign(c.runs.begin(), c.runs.end());
+  if (c.window < 0 || (!c.missed && c.fill < window_)) return Capture{};
+  Capture taken{c.window, c.fill, c.missed, {}};
+  if (!c.missed) taken.runs = c.runs;
   c.window = -1;
-  return t;
+  return taken;
 }
 
 uint64_t CommMonitor::colls_counted() const {
@@ -231,7 +235,7 @@ uint64_t CommMonitor::colls_counted() const {
 }
 
 // A missed capture is published as an empty value, so that rank 0 need not wait for it.
-void CommMonitor::publish(Store& store, const Taken& t) {
+void CommMonitor::publish(Store& store, const Capture& t) {
   const std::string value = t.missed ? std::string() : encode_durations(t.runs.data(), t.runs.size());
   ZW_TRACE(kColl, "straggler window %lld: published%s", static_cast<long long>(t.window), t.missed ? " (missed)" : "");
   Status s = store.set(window_key(static_cast<uint64_t>(t.window), setup_.rank), value);
@@ -244,7 +248,7 @@ void CommMonitor::service_tick() {
   if (window_ == 0) return;
   Store& store = *setup_.store;
   if (setup_.rank == 0) {
-    if (Taken t = take_capture(); t.window >= 0) publish(store, t);
+    if (Capture t = take_capture(); t.window >= 0) publish(store, t);
     drive_judge(store);
   } else {
     follow_ask(store);
@@ -254,7 +258,7 @@ void CommMonitor::service_tick() {
 // Ranks other than 0: publish a finished capture if rank 0 still wants it, and while nothing is being captured, read
 // which window rank 0 wants now (one request per tick).
 void CommMonitor::follow_ask(Store& store) {
-  Taken t = take_capture();
+  Capture t = take_capture();
   if (asked_ >= 0 && !published_ && t.window < 0) return;  // capturing
   Result<int64_t> ask = store.add(kAskKey, 0);
   const int64_t wanted = ask.ok() ? ask.value() - 1 : asked_;
@@ -269,8 +273,7 @@ void CommMonitor::follow_ask(Store& store) {
            static_cast<unsigned long long>(colls_counted()));
   asked_ = wanted;
   published_ = false;
-  begin_capture(asked_);
-  if (Taken now = take_capture(); now.window >= 0) publish(store, now);  // missed at once
+  start_capture(store, asked_);
 }
 
 // Rank 0: judges the window it asked for once every rank published it (or gives up on it), then asks for the next.
@@ -306,8 +309,7 @@ void CommMonitor::ask_next(Store& store) {
   asked_open_ = true;
   published_ = false;
   ticks_waited_ = 0;
-  begin_capture(window);
-  if (Taken t = take_capture(); t.window >= 0) publish(store, t);  // missed at once
+  start_capture(store, window);
 }
 
 void CommMonitor::judge_asked(Store& store) {

@@ -121,15 +121,11 @@ class CommMonitor {
   void aggregate_locked() const;
   void count(const OpFields& f) const;
   // Straggler exchange (service thread).
-  struct Taken {
-    int64_t window = -1;  // -1: nothing finished
-    bool missed = false;
-    std::vector<uint32_t> runs;
-  };
-  void begin_capture(int64_t window);
-  Taken take_capture();
+  struct Capture;
+  void start_capture(Store& store, int64_t window);
+  Capture take_capture();
   uint64_t colls_counted() const;
-  void publish(Store& store, const Taken& t);
+  void publish(Store& store, const Capture& c);
   void follow_ask(Store& store);
   void drive_judge(Store& store);
   void ask_next(Store& store);
