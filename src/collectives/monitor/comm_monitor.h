@@ -99,19 +99,17 @@ class CommMonitor {
   uint64_t in_flight() const;
   // A label that tells this communicator apart in the process: "name", or "name#generation" after the first.
   std::string label() const;
+  // Rank 0: the last straggler window judged; the windows judged, and those asked for that could not be (a rank's
+  // capture missed, or its window never came). Empty and 0 without the exchange (ZW_STRAGGLER_WINDOW=0, one rank).
   StragglerVerdict verdict() const;
-  // Rank 0: straggler windows judged, and windows asked for that could not be (a rank's capture missed, or its window
-  // never came).
-  uint64_t windows_judged() const { return judged_.load(std::memory_order_relaxed); }
-  uint64_t windows_missed() const { return missed_.load(std::memory_order_relaxed); }
+  uint64_t windows_judged() const { return straggler_ ? straggler_->judged() : 0; }
+  uint64_t windows_missed() const { return straggler_ ? straggler_->missed() : 0; }
 
   // The store key (under the communicator's prefix "zw/NAME/GENERATION/") where rank `rank` publishes its metrics
   // endpoint as JSON {rank, size, comm, host, addr, port, pid} when ZW_METRICS_PORT is set (read by zwtop --store).
   static std::string endpoint_key(int rank);
 
-  // Service thread, every 50 ms: one step of the straggler exchange (straggler.h): publishes a finished capture; rank 0
-  // judges the window it asked for once every rank published it, then asks for the next; the others follow the ask.
-  // Each step makes a few requests to the store, none of which waits for a key.
+  // Service thread, every 50 ms: one step of the straggler exchange (StragglerExchange::tick).
   void service_tick();
 
  private:
@@ -120,17 +118,6 @@ class CommMonitor {
   void help_aggregate();
   void aggregate_locked() const;
   void count(const OpFields& f) const;
-  // Straggler exchange (service thread).
-  struct Capture;
-  void start_capture(Store& store, int64_t window);
-  Capture take_capture();
-  uint64_t colls_counted() const;
-  void publish(Store& store, const Capture& c);
-  void follow_ask(Store& store);
-  void drive_judge(Store& store);
-  void ask_next(Store& store);
-  void judge_asked(Store& store);
-  std::string window_key(uint64_t window, int rank) const;
 
   // Writer state (token holder): everything on_start and on_finish load, on one line of its own.
   struct alignas(64) Hot {
@@ -166,32 +153,8 @@ class CommMonitor {
   mutable std::atomic<uint64_t> counted_{0};  // records counted (ring indices below it)
   mutable std::atomic<uint64_t> lost_{0};
   mutable std::atomic<uint64_t> writer_counts_{0};
-  // Straggler capture (under count_mutex_): the run times (µs) of window `window` (collectives window·window_ ..
-  // (window+1)·window_ − 1), the one rank 0 asked for; the counting fills it in order, and a gap (a record lost, or
-  // the window counted before the capture began) marks it missed.
-  struct Capture {
-    int64_t window = -1;  // -1: none
-    size_t fill = 0;
-    bool missed = false;
-    std::vector<uint32_t> runs;  // window_ entries
-  };
-  size_t window_ = 0;  // collectives per window; 0: no exchange
-  mutable Capture capture_;
-  mutable uint64_t next_coll_ = 0;        // the collective index after the last one counted
-  mutable bool windows_stopped_ = false;  // after the first failed collective
-  // Exchange state (service thread).
-  int64_t asked_ = -1;       // the window asked for (rank 0) or last seen asked (others)
-  bool asked_open_ = false;  // rank 0: `asked_` is not yet judged or given up
-  bool published_ = false;   // this rank is done with `asked_` (published its capture, or dropped it)
-  int64_t ask_value_ = 0;    // rank 0: the ask counter's value (asked_ + 1 once asked)
-  int ticks_waited_ = 0;     // rank 0: ticks since it published its own capture of `asked_`
-  int misses_in_row_ = 0;    // rank 0: the lead doubles with each window missed in a row
-  uint64_t rate_colls_ = 0;  // rank 0: colls_counted() at the last tick
-  int64_t rate_ns_ = 0;      //         and when
-  double rate_ = 0;          //         collectives per second since the tick before
-  std::atomic<uint64_t> judged_{0}, missed_{0};
-  mutable std::mutex verdict_mutex_;
-  StragglerVerdict verdict_;  // rank 0: the last window judged
+  // The straggler exchange (null without it): its capture is filled by count(), under count_mutex_.
+  std::unique_ptr<StragglerExchange> straggler_;
 };
 
 }  // namespace zw::internal::monitor
