@@ -12,8 +12,8 @@ and the median times. The runs with monitoring on also dump their metrics (ZW_ME
 bandwidth of the size's bucket over the benchmark's own for the same run is summarised the same way.
 
 What the two figures cover: the benchmark times `iters` operations issued back to back and divides the wall time by
-`iters`; the metrics divide the bytes of every operation of the size's bucket by the sum of their run times (start to
-end on the rank). Validation (-c 1) and warm-up operations are waited for one at a time, so their run times include
+`iters`; the metrics divide the bytes of every operation of the size's bucket by the sum of their service times (from
+the issue, or the end of the operation ahead if that came later, to the end on the rank). Validation (-c 1) and warm-up operations are waited for one at a time, so their run times include
 the wait for the peer that arrives later (tens of µs between processes) and first-use costs, which the benchmark's
 timed loop does not see: at 4-64 KiB 12 such operations weigh as much as 400 timed ones. So these runs use -c 0 and
 --warmup 0 by default: the metrics then aggregate exactly the benchmark's timed operations (in and out of place; the

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -132,25 +133,33 @@ void CommMonitor::aggregate_locked() const {
   if (written - i > capacity) {  // overwritten before they were counted
     lost_.fetch_add(written - capacity - i, std::memory_order_relaxed);
     i = written - capacity;
+    last_end_ns_ = 0;
   }
   for (; i < written; ++i) {
     OpFields f;
     const RecordRing::Read r = ring_->read_finished(i, &f);
     if (r == RecordRing::Read::kUnfinished) break;  // the running operation (records finish in order)
-    if (r == RecordRing::Read::kGone)
+    if (r == RecordRing::Read::kGone) {
       lost_.fetch_add(1, std::memory_order_relaxed);
-    else
+      last_end_ns_ = 0;
+    } else {
       count(f);
+    }
   }
   counted_.store(i, std::memory_order_release);
 }
 
-// One finished record into the aggregates and, for a collective, the straggler capture.
+// One finished record into the aggregates and, for a collective, the straggler capture. Its service time is its
+// response time less its wait in the queue: from its issue, or from the end of the operation ahead of it if that ended
+// later, to its end. So the hand-off to the next operation and the claim of one issued to an idle communicator are the
+// communicator's (as they are in nccl-tests' loop), and the time an operation spent behind earlier ones is not.
 void CommMonitor::count(const OpFields& f) const {
   const OpKind kind = static_cast<OpKind>(f.kind);
   const bool failed = f.state == static_cast<uint8_t>(OpState::kFailed);
   const uint64_t ns = f.end_ns > f.start_ns ? f.end_ns - f.start_ns : 0;
-  stats_.add(kind, static_cast<Algo>(f.algo), f.bytes, ns, failed);
+  const uint64_t from = std::min(f.start_ns, std::max(f.enqueue_ns, last_end_ns_));
+  last_end_ns_ = f.end_ns;
+  stats_.add(kind, static_cast<Algo>(f.algo), f.bytes, ns, f.end_ns > from ? f.end_ns - from : 0, failed);
   if (straggler_ && !is_p2p(kind)) straggler_->count(f.coll_index, ns, failed);
 }
 

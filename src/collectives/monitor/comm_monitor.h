@@ -151,6 +151,7 @@ class CommMonitor {
   alignas(64) mutable std::mutex count_mutex_;
   mutable OpStats stats_;
   mutable std::atomic<uint64_t> counted_{0};  // records counted (ring indices below it)
+  mutable uint64_t last_end_ns_ = 0;          // end of the last record counted (0: unknown), for service times
   mutable std::atomic<uint64_t> lost_{0};
   mutable std::atomic<uint64_t> writer_counts_{0};
   // The straggler exchange (null without it): its capture is filled by count(), under count_mutex_.

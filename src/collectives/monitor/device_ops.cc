@@ -81,8 +81,8 @@ uint64_t DeviceOps::in_flight() const {
 void DeviceOps::finish(uint64_t index, const Pending& p, uint64_t start_ns, uint64_t end_ns, OpState state,
                        uint16_t code, bool timed) {
   ring_->finish(index, end_ns, state, code, start_ns, timed ? 0 : kRecordUntimed);
-  stats_.add(p.kind, static_cast<Algo>(p.algo), p.bytes, end_ns > start_ns ? end_ns - start_ns : 0,
-             state == OpState::kFailed, timed);
+  const uint64_t ns = end_ns > start_ns ? end_ns - start_ns : 0;
+  stats_.add(p.kind, static_cast<Algo>(p.algo), p.bytes, ns, ns, state == OpState::kFailed, timed);
 }
 
 uint64_t DeviceOps::reached_until(DeviceOpSource& source, uint64_t from, uint64_t committed) const {

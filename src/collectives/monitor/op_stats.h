@@ -34,13 +34,18 @@ inline uint64_t op_bytes(const OpDesc& desc, int world_size);
 // nccl-tests' bus-bandwidth factor: busbw = algbw × factor.
 double bus_factor(OpKind kind, int world_size);
 
-// One cell: operations of one kind in one size bucket. Run times are those of the timed operations: every host
-// operation, a sample of the device path's small ones (gpu/gpu_monitor.h); bandwidth is timed_bytes over time_ns.
+// One cell: operations of one kind in one size bucket. Times are those of the timed operations: every host
+// operation, a sample of the device path's small ones (gpu/gpu_monitor.h). Bandwidth is timed_bytes over service_ns:
+// a host operation's time from its issue, or from the end of the operation ahead of it if that ended later, to its
+// end (CommMonitor::count: the claim and the hand-off between back-to-back operations count, as in nccl-tests' loop,
+// and the wait behind earlier operations does not); a device operation's run time on the GPU. The latency histogram
+// holds run times (start to end).
 struct StatCell {
   std::atomic<uint64_t> count{0};        // operations finished
   std::atomic<uint64_t> bytes{0};        // their bytes (op_bytes)
   std::atomic<uint64_t> timed_bytes{0};  // bytes of the timed ones
   std::atomic<uint64_t> time_ns{0};      // run time (start to end) of the timed ones
+  std::atomic<uint64_t> service_ns{0};   // service time of the timed ones (≥ time_ns; see above)
   std::atomic<uint64_t> errors{0};       // of them, failed
   std::atomic<uint8_t> algo{0};          // algorithm of the last one
   LatencyHistogram latency;              // run times (timed ones; its total is their count)
@@ -48,8 +53,9 @@ struct StatCell {
 
 class OpStats {
  public:
-  // Writer: one finished operation that ran `ns` (timed), or whose run time is unknown (`timed` false: `ns` unused).
-  void add(OpKind kind, Algo algo, uint64_t bytes, uint64_t ns, bool failed, bool timed = true) {
+  // Writer: one finished operation that ran `ns` and was served in `service_ns` (timed), or whose times are unknown
+  // (`timed` false: both unused).
+  void add(OpKind kind, Algo algo, uint64_t bytes, uint64_t ns, uint64_t service_ns, bool failed, bool timed = true) {
     StatCell& c = cells_[static_cast<size_t>(kind) % kNumKinds][static_cast<size_t>(size_bucket(bytes))];
     bump(c.count, 1);
     bump(c.bytes, bytes);
@@ -58,6 +64,7 @@ class OpStats {
     if (!timed) return;
     bump(c.timed_bytes, bytes);
     bump(c.time_ns, ns);
+    bump(c.service_ns, service_ns);
     c.latency.add(ns);
   }
   const StatCell& cell(int kind, int bucket) const {

@@ -22,6 +22,7 @@
 #include "collectives/monitor/comm_monitor.h"
 #include "collectives/monitor/gauges.h"
 #include "collectives/monitor/histogram.h"
+#include "collectives/monitor/monitor_service.h"
 #include "collectives/monitor/op_stats.h"
 #include "collectives/monitor/record_ring.h"
 #include "collectives/monitor/straggler.h"
@@ -184,8 +185,49 @@ TEST(CommMonitorCounting, EveryFinishedOperationIsCountedOnceWhoeverCounts) {
   EXPECT_EQ(c.bytes.load(), ops * 2048);
   EXPECT_EQ(c.errors.load(), ops / 1000);
   EXPECT_EQ(c.time_ns.load(), ops * 3000);
+  // These times overlap (each starts before the one ahead of it ends): every record but the first is served from its
+  // start; the first, issued to an idle communicator, from its issue.
+  EXPECT_EQ(c.service_ns.load(), ops * 3000 + 1);
   EXPECT_EQ(m->records_lost(), 0u);
   EXPECT_EQ(m->in_flight(), 0u);
+  m->retire();
+}
+
+// The bandwidth divides service times: from an operation's issue, or from the end of the one ahead of it if that
+// ended later (its wait in the queue is not its own; the hand-off is, as in nccl-tests' loop of back-to-back
+// operations), to its end. The histogram keeps run times.
+TEST(CommMonitorCounting, ServiceTimeRunsFromTheIssueOrTheEndOfTheOperationAhead) {
+  MonitorSetup setup;
+  setup.comm = "service";
+  setup.transport = "shm";
+  setup.hosts = {"h"};
+  setup.pids = {1};
+  auto m = CommMonitor::create(setup);
+  ASSERT_NE(m, nullptr);
+  const OpDesc desc{OpKind::kAllReduce, Algo::kRing, DataType::kFloat32, ReduceOp::kSum, 0, 1000};
+  struct Op {
+    int64_t enqueue, start, end;
+  };
+  // issued to an idle communicator (from 100: 1,050), behind it (from 1,150: 1,250), idle again after a gap (from
+  // 5,000: 1,100), behind it (from 6,100: 1,050), issued just after the previous end (from 7,200: 1,100).
+  const Op ops[] = {{100, 150, 1150}, {500, 1400, 2400}, {5000, 5100, 6100}, {6000, 6150, 7150}, {7200, 7300, 8300}};
+  uint64_t seq = 0;
+  for (const Op& o : ops) {
+    m->on_enqueue(++seq);
+    m->on_start(desc, seq, o.enqueue, o.start);
+    m->on_finish(Status(), o.end);
+  }
+  const StatCell& c = m->stats().cell(static_cast<int>(OpKind::kAllReduce), size_bucket(4000));
+  EXPECT_EQ(c.count.load(), 5u);
+  EXPECT_EQ(c.time_ns.load(), 5000u);
+  EXPECT_EQ(c.service_ns.load(), 1050u + 1250 + 1100 + 1050 + 1100);
+  uint64_t histogram = 0;
+  for (uint64_t n : c.latency.copy()) histogram += n;
+  EXPECT_EQ(histogram, 5u);
+  const std::string json = MonitorService::instance().json();  // the bandwidth divides the service time
+  EXPECT_NE(json.find("\"time_s\":5e-06,\"service_s\":5.55e-06,\"errors\":0,\"algbw_Bps\":3.6036036e+09"),
+            std::string::npos)
+      << json;
   m->retire();
 }
 
@@ -333,12 +375,13 @@ TEST(OpStats, SizeBucketsBytesAndBusFactorsFollowNcclTests) {
   EXPECT_DOUBLE_EQ(bus_factor(OpKind::kAllReduce, 4), 1.5);
   EXPECT_DOUBLE_EQ(bus_factor(OpKind::kBroadcast, 8), 1.0);
   OpStats s;
-  s.add(OpKind::kAllReduce, Algo::kTree, 2000, 5000, false);
-  s.add(OpKind::kAllReduce, Algo::kTree, 1500, 3000, true);
+  s.add(OpKind::kAllReduce, Algo::kTree, 2000, 5000, 5500, false);
+  s.add(OpKind::kAllReduce, Algo::kTree, 1500, 3000, 3000, true);
   const StatCell& c = s.cell(static_cast<int>(OpKind::kAllReduce), size_bucket(2000));
   EXPECT_EQ(c.count.load(), 2u);
   EXPECT_EQ(c.bytes.load(), 3500u);
   EXPECT_EQ(c.time_ns.load(), 8000u);
+  EXPECT_EQ(c.service_ns.load(), 8500u);
   EXPECT_EQ(c.errors.load(), 1u);
   EXPECT_EQ(c.algo.load(), static_cast<uint8_t>(Algo::kTree));
 }
