@@ -109,10 +109,7 @@ void render_cells(std::string& out, const std::vector<Cell>& cells) {
          [&](const Cell& c) { return ld(c.c->bytes); });
   simple("zerowire_operation_errors_total", "counter", "Operations that failed.",
          [&](const Cell& c) { return ld(c.c->errors); });
-  auto algbw = [&](const Cell& c) {
-    const double t = ld(c.c->service_ns) / 1e9;
-    return t > 0 ? ld(c.c->timed_bytes) / t : 0.0;
-  };
+  auto algbw = [](const Cell& c) { return algbw_Bps(*c.c); };
   simple("zerowire_algbw_bytes_per_second", "gauge",
          "Algorithm bandwidth: bytes over service time of the cell's timed operations (every host operation: from its "
          "issue, or the end of the one ahead of it, to its end; a sample of small device ones: run time).",
@@ -287,17 +284,16 @@ std::string stats_json(const OpStats& stats, int world_size, bool device) {
       const StatCell& c = stats.cell(k, b);
       const uint64_t n = c.count.load(std::memory_order_relaxed);
       if (n == 0) continue;
-      const double t = seconds(c.time_ns.load()), service = seconds(c.service_ns.load());
       const double bytes = static_cast<double>(c.bytes.load()), timed_bytes = static_cast<double>(c.timed_bytes.load());
-      const double algbw = service > 0 ? timed_bytes / service : 0;
+      const double algbw = algbw_Bps(c);
       const uint8_t algo = c.algo.load();
       auto counts = c.latency.copy();
       out += std::string(first ? "" : ",") + "{\"op\":\"" + op_kind_name(static_cast<OpKind>(k)) + "\",\"algo\":\"" +
              (device ? device_algo_name(algo) : algo_name(static_cast<Algo>(algo))) +
              "\",\"size_le_bytes\":" + std::to_string(size_bucket_bound(b)) + ",\"count\":" + std::to_string(n) +
-             ",\"bytes\":" + num(bytes) + ",\"timed_bytes\":" + num(timed_bytes) + ",\"time_s\":" + num(t) +
-             ",\"service_s\":" + num(service) + ",\"errors\":" + std::to_string(c.errors.load()) +
-             ",\"algbw_Bps\":" + num(algbw) +
+             ",\"bytes\":" + num(bytes) + ",\"timed_bytes\":" + num(timed_bytes) +
+             ",\"time_s\":" + num(seconds(c.time_ns.load())) + ",\"service_s\":" + num(seconds(c.service_ns.load())) +
+             ",\"errors\":" + std::to_string(c.errors.load()) + ",\"algbw_Bps\":" + num(algbw) +
              ",\"busbw_Bps\":" + num(algbw * bus_factor(static_cast<OpKind>(k), world_size)) +
              ",\"p50_s\":" + num(LatencyHistogram::quantile_ns(counts, 0.5) / 1e9) +
              ",\"p90_s\":" + num(LatencyHistogram::quantile_ns(counts, 0.9) / 1e9) +

@@ -51,6 +51,13 @@ struct StatCell {
   LatencyHistogram latency;              // run times (timed ones; its total is their count)
 };
 
+// Algorithm bandwidth of a cell in bytes/s: its timed bytes over their service time (0 before any timed operation).
+inline double algbw_Bps(const StatCell& c) {
+  const uint64_t ns = c.service_ns.load(std::memory_order_relaxed);
+  return ns > 0 ? static_cast<double>(c.timed_bytes.load(std::memory_order_relaxed)) * 1e9 / static_cast<double>(ns)
+                : 0.0;
+}
+
 class OpStats {
  public:
   // Writer: one finished operation that ran `ns` and was served in `service_ns` (timed), or whose times are unknown
