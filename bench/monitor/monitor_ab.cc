@@ -5,8 +5,11 @@
 // overhead.py compares separate launches with ZW_MONITOR=1 and =0, whose buffers land differently in memory, which
 // moves a 4 KiB operation by several percent either way; here one process and one set of buffers serve both sides.
 // --control leaves both communicators unmonitored: the A/A figure, what the pairing itself shows between two
-// communicators (ideally 0; its spread is the resolution of the on/off figure).
+// communicators (ideally 0; its spread is the resolution of the on/off figure). The monitored communicator is created
+// first; --off-first creates it second, so that its monitor's allocations no longer sit between the two (where each
+// communicator's memory lands is part of what a pairing compares: run both orders).
 //   zwrun -n N -- zw_monitor_ab [-c all_gather|all_reduce] [-b BYTES] [-n ITERS] [-r ROUNDS] [-w WARMUP] [--control]
+//                               [--off-first]
 // BYTES is nccl-tests' size (the all-gather's whole output, the all-reduce's buffer); each timing issues ITERS
 // operations back to back and waits for them all, as the nccl-tests-style benchmarks do; rank 0's times are printed.
 // The monitored side runs with the environment's monitoring knobs (the straggler window included).
@@ -36,6 +39,7 @@ struct Flags {
   int rounds = 41;
   int warmup = 200;
   bool control = false;
+  bool off_first = false;
 };
 
 Result<Work> issue(Communicator& c, const Flags& f, const zw::CollectiveOptions& o) {
@@ -82,6 +86,7 @@ int main(int argc, char** argv) {
   app.add_option("-w,--warmup", f.warmup, "operations on each communicator before the rounds")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--control", f.control, "both communicators unmonitored (A/A: the pairing's own bias and spread)");
+  app.add_flag("--off-first", f.off_first, "create the unmonitored communicator first");
   CLI11_PARSE(app, argc, argv);
 
   zw::CommConfig on_config, off_config;
@@ -89,12 +94,14 @@ int main(int argc, char** argv) {
   on_config.monitor = f.control ? 0 : 1;
   off_config.name = "ab-off";
   off_config.monitor = 0;
-  auto on = Communicator::create_from_environment(on_config);
-  if (!on.ok()) return fail("the monitored communicator", on.status());
-  auto off = Communicator::create_from_environment(off_config);
-  if (!off.ok()) return fail("the unmonitored communicator", off.status());
-  Communicator& con = *on.value();
-  Communicator& coff = *off.value();
+  std::unique_ptr<Communicator> on, off;
+  for (bool monitored : {!f.off_first, f.off_first}) {
+    auto c = Communicator::create_from_environment(monitored ? on_config : off_config);
+    if (!c.ok()) return fail(monitored ? "the monitored communicator" : "the unmonitored communicator", c.status());
+    (monitored ? on : off) = std::move(c.value());
+  }
+  Communicator& con = *on;
+  Communicator& coff = *off;
   const int n = con.size();
 
   int64_t parsed = 0;
@@ -125,10 +132,10 @@ int main(int argc, char** argv) {
   }
   if (con.rank() == 0)
     std::printf(
-        "%s %zu B, %d ranks, %s, %d paired rounds of %d%s: off %.3f us, on %.3f us (medians); overhead median "
+        "%s %zu B, %d ranks, %s, %d paired rounds of %d%s%s: off %.3f us, on %.3f us (medians); overhead median "
         "%+.2f %% [quartiles %+.2f, %+.2f]\n",
         f.coll.c_str(), f.coll == "all_gather" ? out_bytes : in_bytes, n, con.transport_name(), f.rounds, f.iters,
-        f.control ? " (control: both off)" : "",
+        f.control ? " (control: both off)" : "", f.off_first ? " (off created first)" : "",
         quantile(t_off, 0.5), quantile(t_on, 0.5), 100 * quantile(overhead, 0.5), 100 * quantile(overhead, 0.25),
         100 * quantile(overhead, 0.75));
   return 0;
