@@ -135,8 +135,8 @@ int main(int argc, char** argv) {
         "%s %zu B, %d ranks, %s, %d paired rounds of %d%s%s: off %.3f us, on %.3f us (medians); overhead median "
         "%+.2f %% [quartiles %+.2f, %+.2f]\n",
         f.coll.c_str(), f.coll == "all_gather" ? out_bytes : in_bytes, n, con.transport_name(), f.rounds, f.iters,
-        f.control ? " (control: both off)" : "", f.off_first ? " (off created first)" : "",
-        quantile(t_off, 0.5), quantile(t_on, 0.5), 100 * quantile(overhead, 0.5), 100 * quantile(overhead, 0.25),
+        f.control ? " (control: both off)" : "", f.off_first ? " (off created first)" : "", quantile(t_off, 0.5),
+        quantile(t_on, 0.5), 100 * quantile(overhead, 0.5), 100 * quantile(overhead, 0.25),
         100 * quantile(overhead, 0.75));
   return 0;
 }
