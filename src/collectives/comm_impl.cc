@@ -180,8 +180,9 @@ CommImpl::~CommImpl() {
   if (worker_.joinable()) worker_.join();  // runs (or fails) everything still queued
   if (runner_) runner_->detach();
   if (monitor_) monitor_->retire();
-  ZW_INFO(kColl, "operations run by a waiting thread: %llu, by the worker: %llu",
-          static_cast<unsigned long long>(q_.counts.by_waiter), static_cast<unsigned long long>(q_.counts.by_worker));
+  ZW_INFO(kColl, "communicator '%s': operations run by a waiting thread: %llu, by the worker: %llu",
+          settings_.name.c_str(), static_cast<unsigned long long>(q_.counts.by_waiter),
+          static_cast<unsigned long long>(q_.counts.by_worker));
   // Incoming data stops before registered memory goes: a peer still writing into the inbox or a buffer (it had not
   // seen the failure yet) must not land in memory being deregistered (tcp: SIGSEGV in its reader thread).
   endpoints_.clear();
