@@ -1,7 +1,9 @@
 // zw_monitor_ab — what monitoring costs the collectives themselves, without the launch-to-launch variance:
 // every rank holds two communicators over the same ranks, one with monitoring on and one off (CommConfig::monitor),
 // and times the same operation on the same buffers with each, round after round, alternating which goes first. A
-// round's overhead is its on/off − 1; printed are the median over the rounds with the quartiles, and the median times.
+// round's overhead is its on/off − 1; printed are the median over the rounds with the quartiles, and the median times,
+// then how many operations each side's worker thread ran (hand-offs between threads, summed over the ranks) and the
+// overhead of the rounds in which neither side handed any over.
 // overhead.py compares separate launches with ZW_MONITOR=1 and =0, whose buffers land differently in memory, which
 // moves a 4 KiB operation by several percent either way; here one process and one set of buffers serve both sides.
 // --control leaves both communicators unmonitored: the A/A figure, what the pairing itself shows between two
