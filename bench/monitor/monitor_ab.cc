@@ -65,8 +65,6 @@ Result<double> time_ops(Communicator& c, const Flags& f, const zw::CollectiveOpt
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
 }
 
-long long ll(int64_t v) { return static_cast<long long>(v); }
-
 double quantile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
   const double at = q * static_cast<double>(v.size() - 1);
@@ -78,6 +76,64 @@ double quantile(std::vector<double> v, double q) {
 int fail(const std::string& what, const zw::Status& s) {
   std::fprintf(stderr, "zw_monitor_ab: %s: %s\n", what.c_str(), s.to_string().c_str());
   return 1;
+}
+
+// The paired rounds' figures. hand_offs[2r] and [2r + 1]: operations that the monitored and the unmonitored
+// communicator's worker thread ran in round r rather than the issuing thread while it waited, summed over the ranks.
+// Each is a hand-off between threads, microseconds against a 4 KiB operation's 2-3, so a few of them move a round by
+// a percent.
+struct Rounds {
+  std::vector<double> t_on, t_off, overhead;  // µs per operation, and on/off - 1, per round
+  std::vector<int64_t> hand_offs;
+};
+
+Result<Rounds> run_rounds(Communicator& con, Communicator& coff, const Flags& f, const zw::CollectiveOptions& o) {
+  auto by_worker = [](Communicator& c) { return static_cast<int64_t>(c.impl().run_counts().by_worker); };
+  Rounds out;
+  out.hand_offs.assign(2 * static_cast<size_t>(f.rounds), 0);
+  for (int r = 0; r < f.rounds; ++r) {
+    double t[2] = {0, 0};  // on, off
+    for (int k = 0; k < 2; ++k) {
+      const bool monitored = (k == 0) == (r % 2 == 0);  // alternate which side goes first
+      Communicator& c = monitored ? con : coff;
+      const int64_t before = by_worker(c);
+      ZW_ASSIGN_OR_RETURN(t[monitored ? 0 : 1], time_ops(c, f, o, f.iters));
+      out.hand_offs[2 * static_cast<size_t>(r) + (monitored ? 0 : 1)] = by_worker(c) - before;
+    }
+    out.t_on.push_back(t[0]);
+    out.t_off.push_back(t[1]);
+    out.overhead.push_back(t[0] / t[1] - 1);
+  }
+  const size_t bytes = out.hand_offs.size() * sizeof(int64_t);
+  const zw::MemRef counts = zw::MemRef::host(out.hand_offs.data(), bytes);
+  ZW_ASSIGN_OR_RETURN(Work w, zw::all_reduce(coff, zw::CollectiveOptions{counts, counts, out.hand_offs.size(),
+                                                                         zw::DataType::kInt64, zw::ReduceOp::kSum}));
+  ZW_TRY(w.wait());
+  return out;
+}
+
+// Rank 0's two lines: the overhead, then the hand-offs and the overhead of the rounds that had none.
+void report(const Flags& f, const Communicator& c, const Rounds& r, size_t bytes) {
+  std::printf(
+      "%s %zu B, %d ranks, %s, %d paired rounds of %d%s%s: off %.3f us, on %.3f us (medians); overhead median "
+      "%+.2f %% [quartiles %+.2f, %+.2f]\n",
+      f.coll.c_str(), bytes, c.size(), c.transport_name(), f.rounds, f.iters, f.control ? " (control: both off)" : "",
+      f.off_first ? " (off created first)" : "", quantile(r.t_off, 0.5), quantile(r.t_on, 0.5),
+      100 * quantile(r.overhead, 0.5), 100 * quantile(r.overhead, 0.25), 100 * quantile(r.overhead, 0.75));
+  long long total[2] = {0, 0};
+  std::vector<double> inline_rounds;  // the overheads of the rounds without a hand-off on either side
+  for (size_t i = 0; i < r.overhead.size(); ++i) {
+    total[0] += r.hand_offs[2 * i];
+    total[1] += r.hand_offs[2 * i + 1];
+    if (r.hand_offs[2 * i] == 0 && r.hand_offs[2 * i + 1] == 0) inline_rounds.push_back(r.overhead[i]);
+  }
+  std::printf("operations run by a worker thread, all ranks: on %lld, off %lld of %d per rank", total[0], total[1],
+              f.rounds * f.iters);
+  if (inline_rounds.empty())
+    std::printf("; every round had some\n");
+  else
+    std::printf("; overhead median over the %zu rounds with none %+.2f %%\n", inline_rounds.size(),
+                100 * quantile(inline_rounds, 0.5));
 }
 
 }  // namespace
@@ -123,56 +179,8 @@ int main(int argc, char** argv) {
 
   for (Communicator* c : {&con, &coff})
     if (auto w = time_ops(*c, f, o, std::max(f.warmup, 1)); !w.ok()) return fail("warm-up", w.status());
-  // Operations a communicator's worker thread ran rather than the issuing thread while it waited: each is a hand-off
-  // between threads, microseconds against a 4 KiB operation's 2-3, so a few of them move a round by a percent. Counted
-  // per round and side on every rank, summed over the ranks at the end.
-  auto by_worker = [](Communicator& c) { return static_cast<int64_t>(c.impl().run_counts().by_worker); };
-  std::vector<double> t_on, t_off, overhead;
-  std::vector<int64_t> handed(2 * static_cast<size_t>(f.rounds), 0);  // [2r] on, [2r+1] off
-  for (int r = 0; r < f.rounds; ++r) {
-    double t[2] = {0, 0};  // on, off
-    for (int k = 0; k < 2; ++k) {
-      const bool monitored = (k == 0) == (r % 2 == 0);  // alternate which side goes first
-      Communicator& c = monitored ? con : coff;
-      const int64_t before = by_worker(c);
-      auto us = time_ops(c, f, o, f.iters);
-      if (!us.ok()) return fail("round " + std::to_string(r), us.status());
-      t[monitored ? 0 : 1] = us.value();
-      handed[2 * static_cast<size_t>(r) + (monitored ? 0 : 1)] = by_worker(c) - before;
-    }
-    t_on.push_back(t[0]);
-    t_off.push_back(t[1]);
-    overhead.push_back(t[0] / t[1] - 1);
-  }
-  const size_t handed_bytes = handed.size() * sizeof(int64_t);
-  zw::CollectiveOptions sum{zw::MemRef::host(handed.data(), handed_bytes),
-                            zw::MemRef::host(handed.data(), handed_bytes), handed.size(), zw::DataType::kInt64,
-                            zw::ReduceOp::kSum};
-  if (auto w = zw::all_reduce(coff, sum); !w.ok() || !w.value().wait().ok())
-    return fail("summing the hand-offs", w.ok() ? w.value().wait() : w.status());
-  if (con.rank() == 0) {
-    std::printf(
-        "%s %zu B, %d ranks, %s, %d paired rounds of %d%s%s: off %.3f us, on %.3f us (medians); overhead median "
-        "%+.2f %% [quartiles %+.2f, %+.2f]\n",
-        f.coll.c_str(), f.coll == "all_gather" ? out_bytes : in_bytes, n, con.transport_name(), f.rounds, f.iters,
-        f.control ? " (control: both off)" : "", f.off_first ? " (off created first)" : "", quantile(t_off, 0.5),
-        quantile(t_on, 0.5), 100 * quantile(overhead, 0.5), 100 * quantile(overhead, 0.25),
-        100 * quantile(overhead, 0.75));
-    int64_t total[2] = {0, 0};
-    std::vector<double> inline_rounds;  // the overheads of the rounds without a hand-off on either side
-    for (int r = 0; r < f.rounds; ++r) {
-      const int64_t on_r = handed[2 * static_cast<size_t>(r)], off_r = handed[2 * static_cast<size_t>(r) + 1];
-      total[0] += on_r;
-      total[1] += off_r;
-      if (on_r == 0 && off_r == 0) inline_rounds.push_back(overhead[static_cast<size_t>(r)]);
-    }
-    std::printf("operations run by a worker thread, all ranks: on %lld, off %lld of %d per rank", ll(total[0]),
-                ll(total[1]), f.rounds * f.iters);
-    if (inline_rounds.empty())
-      std::printf("; every round had some\n");
-    else
-      std::printf("; overhead median over the %zu rounds with none %+.2f %%\n", inline_rounds.size(),
-                  100 * quantile(inline_rounds, 0.5));
-  }
+  auto rounds = run_rounds(con, coff, f, o);
+  if (!rounds.ok()) return fail("the paired rounds", rounds.status());
+  if (con.rank() == 0) report(f, con, rounds.value(), f.coll == "all_gather" ? out_bytes : in_bytes);
   return 0;
 }
