@@ -2,8 +2,8 @@
 // the communicator's worker runs (host_task, collectives/host_task.h, also used by the staged GPU path).
 #include <cmath>
 
-#include "collectives/algorithms.h"
-#include "collectives/direct_all_gather.h"
+#include "collectives/algorithms/algorithms.h"
+#include "collectives/algorithms/direct_all_gather.h"
 #include "collectives/gpu_path.h"
 #include "collectives/host_task.h"
 #include "collectives/refusal.h"

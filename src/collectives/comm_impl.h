@@ -28,7 +28,7 @@
 
 #include "collectives/buffers.h"
 #include "collectives/op_desc.h"
-#include "collectives/rendezvous.h"
+#include "collectives/rendezvous/rendezvous.h"
 #include "collectives/work.h"
 #include "transport/transport.h"
 #include "zerowire/communicator.h"

@@ -11,7 +11,7 @@
 // the registration cache holds (64; they would be registered again, which only costs time on shm and tcp).
 #include <vector>
 
-#include "collectives/algorithms.h"
+#include "collectives/algorithms/algorithms.h"
 #include "collectives/gpu_path.h"
 #include "collectives/host_task.h"
 #include "collectives/refusal.h"

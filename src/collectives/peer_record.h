@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/rendezvous.h"
+#include "collectives/rendezvous/rendezvous.h"
 #include "zerowire/status.h"
 
 namespace zw::internal {

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "collectives/comm_impl.h"
-#include "collectives/rendezvous.h"
-#include "collectives/rendezvous_wire.h"
+#include "collectives/rendezvous/rendezvous.h"
+#include "collectives/rendezvous/rendezvous_wire.h"
 #include "zerowire/communicator.h"
 
 namespace zw::internal {

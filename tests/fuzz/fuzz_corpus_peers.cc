@@ -13,7 +13,7 @@
 #include <functional>
 
 #include "collectives/peer_record.h"
-#include "collectives/rendezvous.h"
+#include "collectives/rendezvous/rendezvous.h"
 #include "fuzz_fake_transport.h"
 #include "fuzz_rendezvous_script.h"
 #include "transport/cuda_ipc/cuda_ipc_mailbox.h"

@@ -1,5 +1,5 @@
 // tests/fuzz/fuzz_rendezvous.cc — the control messages peers send the collectives' rendezvous
-// (src/collectives/rendezvous_wire.h, decoded by Rendezvous::dispatch, on_eager, on_credit, on_refusal and
+// (src/collectives/rendezvous/rendezvous_wire.h, decoded by Rendezvous::dispatch, on_eager, on_credit, on_refusal and
 // on_blame_query): clear-to-send, eager announcements, credits, refusals, aborts, blame queries and write
 // notifications, interleaved with this rank's own calls (begin_op, post_recv, send, wait_recv, end_op, wait_write)
 // as fuzz_rendezvous_script.h describes, over fuzz_fake_transport.h's scripted endpoints.
@@ -19,7 +19,7 @@
 #include <memory>
 #include <vector>
 
-#include "collectives/rendezvous.h"
+#include "collectives/rendezvous/rendezvous.h"
 #include "fuzz_check.h"
 #include "fuzz_fake_transport.h"
 #include "fuzz_rendezvous_script.h"

@@ -1,7 +1,7 @@
 // Block layouts and tree shapes shared by the algorithms.
 #include <algorithm>
 
-#include "collectives/algorithms.h"
+#include "collectives/algorithms/algorithms.h"
 
 namespace zw::internal {
 

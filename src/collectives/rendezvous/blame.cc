@@ -20,8 +20,8 @@
 #include <sstream>
 #include <thread>
 
-#include "collectives/rendezvous.h"
-#include "collectives/rendezvous_wire.h"
+#include "collectives/rendezvous/rendezvous.h"
+#include "collectives/rendezvous/rendezvous_wire.h"
 #include "common/knobs.h"
 #include "common/process.h"
 #include "common/socket.h"

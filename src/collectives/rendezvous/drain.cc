@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "collectives/rendezvous.h"
+#include "collectives/rendezvous/rendezvous.h"
 
 namespace zw::internal {
 namespace {

@@ -7,7 +7,7 @@
 // data is never overwritten in flight. Step 0 sends from the input itself (no copy). A hook (all_reduce's direct
 // gather) hears of each iteration before it starts and of each slice of the result as it becomes final. With
 // ZW_HOST_THREADS > 1 a large chunk's reduction is shared with helper threads (common/helper_pool.h).
-#include "collectives/algorithms.h"
+#include "collectives/algorithms/algorithms.h"
 #include "common/helper_pool.h"
 #include "kernels/reduce.h"
 

@@ -3,7 +3,7 @@
 // depends only on the world size and the transport, so every rank makes the same one.
 #pragma once
 
-#include "collectives/algorithms.h"
+#include "collectives/algorithms/algorithms.h"
 
 namespace zw::internal {
 

@@ -3,7 +3,7 @@
 // For chunk i, a rank adds its children's partial sums (received into two alternating scratch slots per
 // child) to its own input and sends the result to its parent; the root accumulates straight into its output.
 // A leaf sends its input without copying. Receives for chunk i+1 are posted before waiting on chunk i.
-#include "collectives/algorithms.h"
+#include "collectives/algorithms/algorithms.h"
 #include "kernels/reduce.h"
 
 namespace zw::internal {

@@ -2,7 +2,7 @@
 //
 // Each non-root rank receives chunk i from its parent straight into its output and forwards it to its
 // children while later chunks are still arriving; receives are posted up to `slots` chunks ahead.
-#include "collectives/algorithms.h"
+#include "collectives/algorithms/algorithms.h"
 
 namespace zw::internal {
 

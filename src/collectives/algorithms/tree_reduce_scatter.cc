@@ -7,9 +7,9 @@
 // the first step reads the input directly, so nothing is copied in.
 #include <cstring>
 
-#include "collectives/algorithms.h"
+#include "collectives/algorithms/algorithms.h"
 #include "kernels/reduce.h"
-#include "collectives/tree_shape.h"
+#include "collectives/algorithms/tree_shape.h"
 
 namespace zw::internal {
 

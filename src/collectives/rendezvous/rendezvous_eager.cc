@@ -15,8 +15,8 @@
 #include <cstring>
 #include <string>
 
-#include "collectives/rendezvous.h"
-#include "collectives/rendezvous_wire.h"
+#include "collectives/rendezvous/rendezvous.h"
+#include "collectives/rendezvous/rendezvous_wire.h"
 
 namespace zw::internal {
 namespace {

@@ -6,9 +6,9 @@
 // receives straight into the output); finally each odd rank of a pair sends the whole result to its even
 // partner. Steps: log2(p) + 2 when n is not a power of two. Over shm with at most 4 ranks the work goes to
 // direct_all_gather instead (one step; direct_all_gather.cc says why).
-#include "collectives/algorithms.h"
-#include "collectives/direct_all_gather.h"
-#include "collectives/tree_shape.h"
+#include "collectives/algorithms/algorithms.h"
+#include "collectives/algorithms/direct_all_gather.h"
+#include "collectives/algorithms/tree_shape.h"
 
 namespace zw::internal {
 

@@ -5,8 +5,8 @@
 // later hops of iteration `it` are still travelling. Receives land straight in the output (zero copy): the
 // receiver posts clear-to-send for up to `slots` iterations ahead. Over shm with at most 4 ranks the work goes to
 // direct_all_gather instead (direct_all_gather.cc says why).
-#include "collectives/algorithms.h"
-#include "collectives/direct_all_gather.h"
+#include "collectives/algorithms/algorithms.h"
+#include "collectives/algorithms/direct_all_gather.h"
 
 namespace zw::internal {
 

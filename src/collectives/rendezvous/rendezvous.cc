@@ -1,5 +1,5 @@
 // Receiver-driven rendezvous: clear-to-send messages, one-sided writes with notify, failure detection.
-#include "collectives/rendezvous.h"
+#include "collectives/rendezvous/rendezvous.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,7 +8,7 @@
 
 #include "collectives/monitor/peer_links.h"
 #include "collectives/refusal.h"
-#include "collectives/rendezvous_wire.h"
+#include "collectives/rendezvous/rendezvous_wire.h"
 #include "common/log.h"
 
 namespace zw::internal {

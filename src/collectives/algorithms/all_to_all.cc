@@ -5,7 +5,7 @@
 // Receives land in the output (zero copy), posted `slots` iterations ahead, so every rank has posted the
 // clear-to-send a peer's send of iteration `it` needs before it blocks anywhere in that iteration.
 // Non-goals: hierarchical or Bruck-style schedules for many ranks and tiny blocks (a later selector's job).
-#include "collectives/algorithms.h"
+#include "collectives/algorithms/algorithms.h"
 #include "kernels/reduce.h"
 
 namespace zw::internal {

@@ -17,7 +17,7 @@
 // cache and the gather overlaps the reduction. Every peer posts the receives of iteration `it` before its own
 // iteration `it` waits for anything, and a rank's slice `it` is final only once every peer's slice `it` passed
 // through that peer's iteration `it`: the sends never wait for a receive that is not coming.
-#include "collectives/direct_all_gather.h"
+#include "collectives/algorithms/direct_all_gather.h"
 
 #include <cstring>
 
