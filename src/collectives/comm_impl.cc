@@ -270,12 +270,20 @@ Result<GpuEngine*> CommImpl::gpu_p2p_engine(const std::function<Result<std::uniq
   return gpu_p2p_.get();
 }
 
-Result<GpuEngine*> CommImpl::gpu_engine(const std::function<Result<std::unique_ptr<GpuEngine>>()>& make) {
+Result<GpuEngine*> CommImpl::gpu_engine(
+    const std::function<Result<std::unique_ptr<GpuEngine>>(uint64_t attempt)>& make) {
   std::lock_guard<std::mutex> lock(gpu_mutex_);
   if (!gpu_) {
-    ZW_ASSIGN_OR_RETURN(gpu_, make());
+    ZW_ASSIGN_OR_RETURN(gpu_, make(gpu_attempts_++));
   }
   return gpu_.get();
+}
+
+bool CommImpl::refuse_before_gpu_engine(const std::function<void(uint64_t attempt)>& publish) {
+  std::lock_guard<std::mutex> lock(gpu_mutex_);
+  if (gpu_) return false;
+  publish(gpu_attempts_++);
+  return true;
 }
 
 CommImpl::RunCounts CommImpl::run_counts() {

@@ -157,8 +157,15 @@ class CommImpl {
   const std::shared_ptr<Store>& store() const { return store_; }
   // The communicator's monitoring (null: ZW_MONITOR=0), for the device path's records.
   const std::shared_ptr<monitor::CommMonitor>& monitor() const { return monitor_; }
-  // The GPU engine; the first call creates it with `make` (a collective step: every rank calls it then).
-  Result<GpuEngine*> gpu_engine(const std::function<Result<std::unique_ptr<GpuEngine>>()>& make);
+  // The GPU engine; the first call creates it with `make` (a collective step: every rank calls it then). Creation goes
+  // in attempts numbered from 0 alike on every rank: each device-memory collective call made while no engine exists
+  // is one, whether it creates the engine (`make(attempt)`, which sets up through that attempt's own keys of the
+  // store) or is refused first (refuse_before_gpu_engine), so that a refused or failed attempt leaves nothing that a
+  // later one would read.
+  Result<GpuEngine*> gpu_engine(const std::function<Result<std::unique_ptr<GpuEngine>>(uint64_t attempt)>& make);
+  // A device-memory call refused while no engine exists: `publish(attempt)` tells the peers, which wait for this rank
+  // in that attempt's creation. False, publishing nothing, once the engine exists (its mailbox announces refusals).
+  bool refuse_before_gpu_engine(const std::function<void(uint64_t attempt)>& publish);
   // The staged engine of device-memory send/recv batches and all_to_all (gpu/gpu_p2p.cc); the first call creates it
   // with `make`, on this rank alone (not a collective step: a batch involves only its peers). Aborted with the
   // communicator, destroyed before its worker stops.
@@ -253,6 +260,7 @@ class CommImpl {
   std::shared_ptr<Store> store_;                   // prefixed with this communicator's namespace
   std::mutex gpu_mutex_;                           // guards gpu_'s and gpu_p2p_'s creation
   std::unique_ptr<GpuEngine> gpu_;                 // device-memory path, created on first use
+  uint64_t gpu_attempts_ = 0;                      // attempts at creating gpu_ so far (gpu_engine)
   std::unique_ptr<GpuEngine> gpu_p2p_;             // device-memory send/recv and all_to_all, created on first use
   std::shared_ptr<monitor::CommMonitor> monitor_;  // records and metrics (null: ZW_MONITOR=0)
 };

@@ -23,4 +23,9 @@ Result<Work> run_gpu_collective(Communicator& comm, const OpDesc& desc, const Co
 Result<Work> run_gpu_send_recv(Communicator& comm, std::span<const P2POp> ops);
 Result<Work> run_gpu_all_to_all(Communicator& comm, const OpDesc& desc, const CollectiveOptions& options);
 
+// A device-memory collective refused before the communicator's node-local engine exists (refusal.h): publishes `why`
+// where the peers wait for this rank in the engine's creation. False where that does not apply: the engine exists
+// (its mailbox announces refusals), the staged path (its operations take the host queue's numbers), no CUDA.
+bool publish_gpu_refusal(Communicator& comm, const Status& why);
+
 }  // namespace zw::internal

@@ -1,4 +1,5 @@
-// collectives/gpu_path_none.cc — run_gpu_collective in a build without CUDA: a clear error.
+// collectives/gpu_path_none.cc — run_gpu_collective in a build without CUDA: a clear error (on every rank alike, so
+// nothing is announced).
 #include "collectives/gpu_path.h"
 
 namespace zw::internal {
@@ -21,5 +22,7 @@ Result<Work> run_gpu_send_recv(Communicator& comm, std::span<const P2POp>) { ret
 Result<Work> run_gpu_all_to_all(Communicator& comm, const OpDesc&, const CollectiveOptions&) {
   return no_cuda("all_to_all", comm.rank());
 }
+
+bool publish_gpu_refusal(Communicator&, const Status&) { return false; }
 
 }  // namespace zw::internal

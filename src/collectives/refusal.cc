@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "collectives/comm_impl.h"
+#include "collectives/gpu_path.h"
 #include "collectives/rendezvous/rendezvous.h"
 #include "collectives/rendezvous/rendezvous_wire.h"
 #include "zerowire/communicator.h"
@@ -15,7 +16,7 @@ void announce_refusal(Communicator& comm, const Status& why, bool device) {
   if (comm.size() < 2 || why.ok()) return;
   if (device) {
     GpuEngine* engine = comm.impl().gpu_engine_if_created();
-    if (engine != nullptr && engine->refuse(why)) return;
+    if (engine != nullptr ? engine->refuse(why) : publish_gpu_refusal(comm, why)) return;
   }
   const std::string text = why.message();
   (void)comm.impl().enqueue(refusal_desc(), std::chrono::milliseconds(0), [text](OpContext& ctx) {

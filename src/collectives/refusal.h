@@ -8,9 +8,13 @@
 // of such a call is posted in the GPU descriptor mailbox instead (GpuEngine::refuse, cuda_ipc_mailbox.h), where the
 // peers waiting for this rank's descriptor read it; a rank whose GPU path failed earlier posts one for every later
 // call, and so does a call that fails before its descriptor went out (a buffer CUDA IPC cannot export, a CUDA error),
-// so its peers fail naming it instead of waiting until their timeout.
-// Non-goals: send/recv batches (only the ranks they name take part) announce nothing; nor does a refusal of a rank's
-// first device-memory call before its GPU engine exists (the peers then wait in the engine's creation).
+// so its peers fail naming it instead of waiting until their timeout. A refusal before the rank's engine exists (its
+// first device-memory call, or every call since an attempt to create it failed) is published in the store where the
+// peers' creation of the engine waits for this rank's record (gpu_path.h: publish_gpu_refusal); the next call makes a
+// new attempt under keys of its own on every rank, so the device path stays usable.
+// Non-goals: send/recv batches (only the ranks they name take part) announce nothing; nor does a rank whose engine
+// could not be created for another reason (a CUDA error in its set-up: the peers wait for it until their timeout,
+// which names it).
 #pragma once
 
 #include "collectives/op_desc.h"

@@ -1,7 +1,7 @@
 // tests/gpu/gpu_collectives_errors_test.cc — device-memory collectives that must fail, and fail at once, naming the
-// ranks: desynchronized ranks, a usage error on one rank only, a rank that never arrives, mixed host and device
-// buffers, two ranks of one process on one GPU issuing on streams that serialize; and the IPC cache across freed and
-// reallocated buffers.
+// ranks: desynchronized ranks, a usage error on one rank only (also as its first device-memory call), a rank that
+// never arrives, mixed host and device buffers, two ranks of one process on one GPU issuing on streams that serialize;
+// and the IPC cache across freed and reallocated buffers.
 //
 // Ranks run as threads (one communicator each); part of the zw_gpu_collectives_test binary (the worlds of every
 // collective against the host reference are in gpu_collectives_test.cc). Skips with "no CUDA device" without a GPU.
@@ -148,6 +148,54 @@ TEST(GpuCollectivesErrors, TheSameRefusalOnEveryRankLeavesTheGpuPathUsable) {
       ASSERT_FALSE(refused.ok());
       EXPECT_EQ(refused.status().code(), Code::kInvalidArgument) << refused.status().to_string();
     }
+  });
+}
+
+// A rank's first device-memory call refused (a usage error) while its peers' calls are valid: they wait for it in the
+// creation of the GPU engine, where the refusal is published; they fail at once naming it and why, and the next calls,
+// valid everywhere, set the engine up afresh and run.
+TEST(GpuCollectivesErrors, ARefusalOfTheFirstDeviceCallFailsItsPeersAtOnce) {
+  SKIP_WITHOUT_GPU();
+  run_gpu_ranks(3, 30, 1 << 20, [](int r, Communicator& comm, std::byte* buf, cudaStream_t s) {
+    CollectiveOptions o = device_floats(buf, s);
+    CollectiveOptions bad = o;
+    if (r == 1) bad.input = MemRef{nullptr, 0, MemKind::kCudaDevice, 0};
+    const auto start = std::chrono::steady_clock::now();
+    Result<Work> w = all_reduce(comm, bad);
+    Status st = w.ok() ? w.value().wait(std::chrono::seconds(60)) : w.status();
+    ASSERT_FALSE(st.ok());
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0)
+        << st.to_string();  // the timeout is 30 s
+    if (r == 1) {
+      EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.to_string();
+    } else {
+      EXPECT_EQ(st.code(), Code::kAborted) << st.to_string();
+      EXPECT_NE(st.message().find("rank 1 refused"), std::string::npos) << st.to_string();
+      EXPECT_NE(st.message().find("input buffer is null"), std::string::npos) << st.to_string();
+    }
+    Result<Work> next = all_reduce(comm, o);
+    ASSERT_TRUE(next.ok()) << next.status().to_string();
+    EXPECT_TRUE(next.value().wait(std::chrono::seconds(60)).ok());
+  });
+}
+
+// Every rank refuses its first device-memory call the same way: nobody waits, and the next call sets up and runs.
+TEST(GpuCollectivesErrors, TheSameRefusalOfTheFirstDeviceCallOnEveryRankLeavesTheGpuPathUsable) {
+  SKIP_WITHOUT_GPU();
+  run_gpu_ranks(2, 30, 1 << 20, [](int, Communicator& comm, std::byte* buf, cudaStream_t s) {
+    CollectiveOptions o = device_floats(buf, s);
+    CollectiveOptions bad = o;
+    bad.input = MemRef{nullptr, 0, MemKind::kCudaDevice, 0};
+    for (int i = 0; i < 3; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      Result<Work> refused = all_reduce(comm, bad);
+      ASSERT_FALSE(refused.ok());
+      EXPECT_EQ(refused.status().code(), Code::kInvalidArgument) << refused.status().to_string();
+      EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+    }
+    Result<Work> w = all_reduce(comm, o);
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    EXPECT_TRUE(w.value().wait(std::chrono::seconds(60)).ok());
   });
 }
 

@@ -74,14 +74,18 @@ struct GpuComm::Peers {
   bool oneshot = false;            // all-reduce one-shot: every rank's descriptor allowed it
 };
 
-Result<std::unique_ptr<GpuComm>> GpuComm::create(CommImpl& impl, int device) {
+Status GpuComm::publish_refusal(Store& store, int rank, const std::string& why) {
+  if (rank == 0) ZW_TRY(store.set("gpu-prefix", std::string(CudaIpcTransport::kRefusal) + why));
+  return CudaIpcTransport::publish_refusal(store, rank, why);
+}
+
+Result<std::unique_ptr<GpuComm>> GpuComm::create(CommImpl& impl, int device, Store& store) {
   const Knobs& k = knobs();
   // Before the rendezvous below: once any rank of this process is past it, every kernel is loaded here.
   Status loaded = preload_kernels(device);
   if (!loaded.ok()) return loaded.with_context("setting up device-memory collectives on rank " +
                                                std::to_string(impl.rank()));
   std::unique_ptr<GpuComm> g(new GpuComm(impl.rank(), impl.size(), device, impl.settings().timeout_s));
-  Store& store = *impl.store();
   std::string prefix;
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(g->timeout_s_ * 1000));
   if (g->rank_ == 0) {
@@ -89,6 +93,9 @@ Result<std::unique_ptr<GpuComm>> GpuComm::create(CommImpl& impl, int device) {
     ZW_TRY(store.set("gpu-prefix", prefix));
   } else {
     ZW_ASSIGN_OR_RETURN(prefix, store.get("gpu-prefix", timeout));
+    if (prefix.starts_with(CudaIpcTransport::kRefusal))
+      return Status(Code::kAborted, "rank 0 refused its call of this device-memory collective: " +
+                                        prefix.substr(CudaIpcTransport::kRefusal.size()));
   }
   CudaIpcOptions opts{g->rank_, g->size_, device, prefix, g->timeout_s_, static_cast<size_t>(k.cuda_ipc_cache)};
   g->shared_ = std::make_shared<GpuShared>();

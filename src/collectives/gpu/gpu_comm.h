@@ -56,7 +56,11 @@ struct GpuShared {
 
 class GpuComm final : public GpuEngine {
  public:
-  static Result<std::unique_ptr<GpuComm>> create(CommImpl& impl, int device);
+  // Sets up through `store` (CommImpl::gpu_engine: the attempt's own keys); every rank of the communicator calls it.
+  static Result<std::unique_ptr<GpuComm>> create(CommImpl& impl, int device, Store& store);
+  // Instead of create(), on a rank that refused the call that would have created the engine: tells the peers waiting
+  // in their create() (CudaIpcTransport::publish_refusal; rank 0 also where the others wait for its prefix).
+  static Status publish_refusal(Store& store, int rank, const std::string& why);
   ~GpuComm() override;
 
   int device() const { return device_; }

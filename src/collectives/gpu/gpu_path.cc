@@ -3,14 +3,37 @@
 // hands it the operation; a call refused here is announced to the peers (refusal.h).
 #include "collectives/gpu_path.h"
 
+#include <memory>
 #include <string>
 
 #include "collectives/gpu/gpu_comm.h"
 #include "collectives/gpu/gpu_staged.h"
 #include "collectives/refusal.h"
+#include "common/log.h"
 #include "transport/cuda_ipc/cuda_ipc_device.h"
 
 namespace zw::internal {
+namespace {
+
+// The store keys creation attempt `attempt` sets up through (CommImpl::gpu_engine).
+std::shared_ptr<Store> setup_store(const CommImpl& impl, uint64_t attempt) {
+  return std::make_shared<PrefixStore>(impl.store(), "gpu-setup/" + std::to_string(attempt) + "/");
+}
+
+}  // namespace
+
+bool publish_gpu_refusal(Communicator& comm, const Status& why) {
+  CommImpl& impl = comm.impl();
+  if (gpu::wants_staged_path(impl)) return false;  // its operations take the host queue's numbers (and its marker)
+  return impl.refuse_before_gpu_engine([&](uint64_t attempt) {
+    Status s = gpu::GpuComm::publish_refusal(*setup_store(impl, attempt), impl.rank(), why.message());
+    if (!s.ok())
+      ZW_WARN(kCuda,
+              "rank %d: could not tell the peers that it refused its first device-memory call (they wait "
+              "until their timeout): %s",
+              impl.rank(), s.to_string().c_str());
+  });
+}
 
 Result<Work> run_gpu_collective(Communicator& comm, const OpDesc& desc, const CollectiveOptions& o) {
   const void* any = o.input.bytes > 0 && o.input.ptr ? o.input.ptr : o.output.ptr;
@@ -31,9 +54,10 @@ Result<Work> run_gpu_collective(Communicator& comm, const OpDesc& desc, const Co
                                                        " but output on GPU " + std::to_string(d.value())));
   }
   CommImpl& impl = comm.impl();
-  ZW_ASSIGN_OR_RETURN(GpuEngine * engine, impl.gpu_engine([&]() -> Result<std::unique_ptr<GpuEngine>> {
+  ZW_ASSIGN_OR_RETURN(GpuEngine * engine, impl.gpu_engine([&](uint64_t attempt) -> Result<std::unique_ptr<GpuEngine>> {
     if (gpu::wants_staged_path(impl)) return gpu::StagedGpu::create(impl, dev.value());  // across hosts, or forced
-    ZW_ASSIGN_OR_RETURN(std::unique_ptr<gpu::GpuComm> g, gpu::GpuComm::create(impl, dev.value()));
+    ZW_ASSIGN_OR_RETURN(std::unique_ptr<gpu::GpuComm> g,
+                        gpu::GpuComm::create(impl, dev.value(), *setup_store(impl, attempt)));
     return std::unique_ptr<GpuEngine>(std::move(g));
   }));
   auto* staged = dynamic_cast<gpu::StagedGpu*>(engine);

@@ -67,6 +67,10 @@ Result<std::unique_ptr<CudaIpcTransport>> CudaIpcTransport::create(Store& store,
   return t;
 }
 
+Status CudaIpcTransport::publish_refusal(Store& store, int rank, const std::string& why) {
+  return store.set("gpu/" + std::to_string(rank), std::string(kRefusal) + why);
+}
+
 CudaIpcTransport::~CudaIpcTransport() {
   for (void* p : opened_signals_) cudaIpcCloseMemHandle(p);
   imports_.reset();
@@ -98,6 +102,10 @@ Status CudaIpcTransport::exchange(Store& store, Deadline deadline) {
     if (!text.ok())
       return text.status().with_context("rank " + std::to_string(p) + " never set up its GPU (did every rank call the "
                                         "same collective with device memory?)");
+    if (text.value().starts_with(kRefusal))
+      return Status(Code::kAborted,
+                    "rank " + std::to_string(p) +
+                        " refused its call of this device-memory collective: " + text.value().substr(kRefusal.size()));
     std::istringstream in(text.value());
     NodePeer& peer = peers_[p];
     std::string sig_hex;

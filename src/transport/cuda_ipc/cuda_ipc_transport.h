@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/clock.h"
@@ -46,6 +47,11 @@ struct CudaIpcOptions {
 class CudaIpcTransport {
  public:
   static Result<std::unique_ptr<CudaIpcTransport>> create(Store& store, const CudaIpcOptions& options);
+  // Instead of create(), for a rank that will not set up (it refused the call that would have): publishes `why` where
+  // its peers' create() waits for this rank's record, so that they fail at once naming it and why.
+  static Status publish_refusal(Store& store, int rank, const std::string& why);
+  // The value a refusal leaves in the store in place of a set-up record (none of which begins so).
+  static constexpr std::string_view kRefusal = "refused: ";
   ~CudaIpcTransport();
   CudaIpcTransport(const CudaIpcTransport&) = delete;
   CudaIpcTransport& operator=(const CudaIpcTransport&) = delete;
