@@ -23,6 +23,9 @@ using transport::cuda_ipc::GpuHostStatus;
 using transport::cuda_ipc::IpcBuffer;
 using transport::cuda_ipc::Mailbox;
 
+// Where rank 0 publishes the shared-memory name prefix of the engine's mailboxes.
+constexpr const char* kPrefixKey = "gpu-prefix";
+
 // One rank's descriptor of one operation, as it travels through the mailbox.
 struct OpRecord {
   uint64_t seq;
@@ -75,7 +78,7 @@ struct GpuComm::Peers {
 };
 
 Status GpuComm::publish_refusal(Store& store, int rank, const std::string& why) {
-  if (rank == 0) ZW_TRY(store.set("gpu-prefix", std::string(CudaIpcTransport::kRefusal) + why));
+  if (rank == 0) ZW_TRY(store.set(kPrefixKey, CudaIpcTransport::refusal_value(why)));
   return CudaIpcTransport::publish_refusal(store, rank, why);
 }
 
@@ -90,12 +93,10 @@ Result<std::unique_ptr<GpuComm>> GpuComm::create(CommImpl& impl, int device, Sto
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(g->timeout_s_ * 1000));
   if (g->rank_ == 0) {
     prefix = random_token();
-    ZW_TRY(store.set("gpu-prefix", prefix));
+    ZW_TRY(store.set(kPrefixKey, prefix));
   } else {
-    ZW_ASSIGN_OR_RETURN(prefix, store.get("gpu-prefix", timeout));
-    if (prefix.starts_with(CudaIpcTransport::kRefusal))
-      return Status(Code::kAborted, "rank 0 refused its call of this device-memory collective: " +
-                                        prefix.substr(CudaIpcTransport::kRefusal.size()));
+    ZW_ASSIGN_OR_RETURN(prefix, store.get(kPrefixKey, timeout));
+    ZW_TRY(CudaIpcTransport::check_refusal(0, prefix));
   }
   CudaIpcOptions opts{g->rank_, g->size_, device, prefix, g->timeout_s_, static_cast<size_t>(k.cuda_ipc_cache)};
   g->shared_ = std::make_shared<GpuShared>();

@@ -10,12 +10,18 @@
 #include <climits>
 #include <cstring>
 #include <sstream>
+#include <string_view>
 
 #include "common/log.h"
 #include "common/socket.h"
 
 namespace zw::transport::cuda_ipc {
 namespace {
+
+constexpr std::string_view kRefusal = "refused: ";
+
+// Where rank `rank` publishes its set-up record.
+std::string record_key(int rank) { return "gpu/" + std::to_string(rank); }
 
 std::string to_hex(const void* data, size_t n) {
   static const char* digits = "0123456789abcdef";
@@ -67,8 +73,16 @@ Result<std::unique_ptr<CudaIpcTransport>> CudaIpcTransport::create(Store& store,
   return t;
 }
 
+std::string CudaIpcTransport::refusal_value(const std::string& why) { return std::string(kRefusal) + why; }
+
+Status CudaIpcTransport::check_refusal(int rank, const std::string& value) {
+  if (!value.starts_with(kRefusal)) return Status();
+  return Status(Code::kAborted, "rank " + std::to_string(rank) + " refused its call of this device-memory collective: " +
+                                    value.substr(kRefusal.size()));
+}
+
 Status CudaIpcTransport::publish_refusal(Store& store, int rank, const std::string& why) {
-  return store.set("gpu/" + std::to_string(rank), std::string(kRefusal) + why);
+  return store.set(record_key(rank), refusal_value(why));
 }
 
 CudaIpcTransport::~CudaIpcTransport() {
@@ -95,17 +109,14 @@ Status CudaIpcTransport::exchange(Store& store, Deadline deadline) {
   std::ostringstream rec;
   rec << net::hostname() << ' ' << getpid() << ' ' << options_.device << ' ' << device_.uuid << ' '
       << device_.sm_count << ' ' << to_hex(&sig, sizeof sig);
-  ZW_TRY(store.set("gpu/" + std::to_string(options_.rank), rec.str()));
+  ZW_TRY(store.set(record_key(options_.rank), rec.str()));
   peers_.resize(options_.size);
   for (int p = 0; p < options_.size; ++p) {
-    auto text = store.get("gpu/" + std::to_string(p), std::chrono::milliseconds(deadline.remaining_ms()));
+    auto text = store.get(record_key(p), std::chrono::milliseconds(deadline.remaining_ms()));
     if (!text.ok())
       return text.status().with_context("rank " + std::to_string(p) + " never set up its GPU (did every rank call the "
                                         "same collective with device memory?)");
-    if (text.value().starts_with(kRefusal))
-      return Status(Code::kAborted,
-                    "rank " + std::to_string(p) +
-                        " refused its call of this device-memory collective: " + text.value().substr(kRefusal.size()));
+    ZW_TRY(check_refusal(p, text.value()));
     std::istringstream in(text.value());
     NodePeer& peer = peers_[p];
     std::string sig_hex;

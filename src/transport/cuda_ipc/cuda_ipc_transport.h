@@ -13,7 +13,6 @@
 
 #include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "common/clock.h"
@@ -50,8 +49,10 @@ class CudaIpcTransport {
   // Instead of create(), for a rank that will not set up (it refused the call that would have): publishes `why` where
   // its peers' create() waits for this rank's record, so that they fail at once naming it and why.
   static Status publish_refusal(Store& store, int rank, const std::string& why);
-  // The value a refusal leaves in the store in place of a set-up record (none of which begins so).
-  static constexpr std::string_view kRefusal = "refused: ";
+  // What a rank that refused leaves in the store in place of a set-up value (none of which begins "refused: "), and the
+  // error a peer reading `value` from rank `rank` fails with (OK when `value` is no refusal).
+  static std::string refusal_value(const std::string& why);
+  static Status check_refusal(int rank, const std::string& value);
   ~CudaIpcTransport();
   CudaIpcTransport(const CudaIpcTransport&) = delete;
   CudaIpcTransport& operator=(const CudaIpcTransport&) = delete;
