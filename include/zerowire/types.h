@@ -18,8 +18,27 @@ inline constexpr int kNumDataTypes = 7;
 enum class ReduceOp : uint8_t { kSum, kProd, kMin, kMax, kAvg };
 inline constexpr int kNumReduceOps = 5;
 
-// Bytes per element.
-size_t dtype_size(DataType dtype);
+// Bytes per element (0 for a value outside the enumeration). Inline: the monitor's counting and the collectives' size
+// checks call it for every operation.
+constexpr size_t dtype_size(DataType dtype) {
+  switch (dtype) {
+    case DataType::kFloat32:
+      return 4;
+    case DataType::kFloat16:
+      return 2;
+    case DataType::kBFloat16:
+      return 2;
+    case DataType::kFloat64:
+      return 8;
+    case DataType::kInt32:
+      return 4;
+    case DataType::kInt64:
+      return 8;
+    case DataType::kUInt8:
+      return 1;
+  }
+  return 0;
+}
 // nccl-tests spelling: float, half, bfloat16, double, int32, int64, uint8.
 const char* dtype_name(DataType dtype);
 Result<DataType> parse_dtype(std::string_view name);

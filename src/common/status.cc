@@ -69,19 +69,6 @@ Status system_error(const std::string& what, int err) {
   return Status(err == ENOMEM ? Code::kOutOfMemory : Code::kSystem, what + ": " + std::strerror(err));
 }
 
-size_t dtype_size(DataType dtype) {
-  switch (dtype) {
-    case DataType::kFloat32: return 4;
-    case DataType::kFloat16: return 2;
-    case DataType::kBFloat16: return 2;
-    case DataType::kFloat64: return 8;
-    case DataType::kInt32: return 4;
-    case DataType::kInt64: return 8;
-    case DataType::kUInt8: return 1;
-  }
-  return 0;
-}
-
 namespace {
 constexpr const char* kDtypeNames[kNumDataTypes] = {"float", "half", "bfloat16", "double", "int32", "int64", "uint8"};
 constexpr const char* kOpNames[kNumReduceOps] = {"sum", "prod", "min", "max", "avg"};

@@ -75,42 +75,10 @@ std::string CommMonitor::endpoint_key(int rank) { return "monitor/endpoint/" + s
 
 CommMonitor::~CommMonitor() = default;
 
-// The two hooks run on every operation's path: they write the record and nothing else (see the threading note in
-// comm_monitor.h). `hot` puts them in .text.hot beside the compiler's other hot code: in the 4 KiB all-gather benchmark
-// their code otherwise shared L1 instruction-cache sets with the collective's own path (callgrind --cache-sim, world
-// size 1: 11 I1 misses per operation with monitoring on, none off; none with `hot`).
-__attribute__((hot)) void CommMonitor::on_start(const OpDesc& desc, uint64_t seq, int64_t enqueue_ns, int64_t start_ns,
-                                                PathKind path) {
-  Hot& h = hot_;
-  OpFields f;
-  f.seq = seq;
-  f.coll_index = is_p2p(desc.kind) ? 0 : h.coll_index++;
-  f.count = desc.count;
-  f.enqueue_ns = static_cast<uint64_t>(enqueue_ns);
-  f.start_ns = static_cast<uint64_t>(start_ns);
-  f.kind = static_cast<uint8_t>(desc.kind);
-  f.algo = static_cast<uint8_t>(desc.algo);
-  f.dtype = static_cast<uint8_t>(desc.dtype);
-  f.redop = static_cast<uint8_t>(desc.op);
-  f.path = static_cast<uint8_t>(path);
-  f.root = desc.root;
-  h.seq = seq;
-  h.packed = h.ring.begin(h.next++, f);  // never 0: its state is kRunning
-}
-
-__attribute__((hot)) void CommMonitor::on_finish(const Status& status, int64_t end_ns) {
-  Hot& h = hot_;
-  if (h.packed == 0) return;
-  const bool failed = !status.ok();
-  h.ring.finish(h.next - 1, h.packed, static_cast<uint64_t>(end_ns), failed ? OpState::kFailed : OpState::kDone,
-                static_cast<uint16_t>(status.code()));
-  h.packed = 0;
-  finished_seq_.store(h.seq, std::memory_order_relaxed);
-  if (failed && !failed_) {
-    ring_->mark_failed(status.message());
-    failed_ = true;
-  }
-  if (h.next % kCheckEvery == 0 && h.next - counted_.load(std::memory_order_relaxed) >= h.help_at) help_aggregate();
+// The first failed operation marks the ring as belonging to a failed communicator (writer; off the hot path).
+__attribute__((noinline, cold)) void CommMonitor::note_failed(const Status& status) {
+  ring_->mark_failed(status.message());
+  failed_ = true;
 }
 
 // The counting is behind by half the ring (the counting thread held off, or slower than a writer of sub-100 ns

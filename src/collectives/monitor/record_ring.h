@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "collectives/monitor/op_record.h"
+#include "collectives/monitor/op_stats.h"
 #include "zerowire/status.h"
 
 namespace zw::internal::monitor {
@@ -128,6 +129,24 @@ class RecordRing {
   mutable std::atomic<uint64_t> begun_hint_{0};  // the last answer of begun() (readers only)
 };
 
+// A slot's words, copied between two loads of its version (the readers' side of the seqlock).
+struct SlotCopy {
+  uint64_t version, seq, coll_root, count, enqueue_ns, start_ns, end_ns, packed;
+};
+// Copies `s`; false when its version changed during the copy (the writer was in it).
+inline bool copy_slot(const RecordSlot& s, SlotCopy* c) {
+  c->version = s.version.load(std::memory_order_acquire);
+  c->seq = s.seq.load(std::memory_order_relaxed);
+  c->coll_root = s.coll_root.load(std::memory_order_relaxed);
+  c->count = s.count.load(std::memory_order_relaxed);
+  c->enqueue_ns = s.enqueue_ns.load(std::memory_order_relaxed);
+  c->start_ns = s.start_ns.load(std::memory_order_relaxed);
+  c->end_ns = s.end_ns.load(std::memory_order_relaxed);
+  c->packed = s.packed.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return s.version.load(std::memory_order_relaxed) == c->version;
+}
+
 // Packs/unpacks the small fields of a record (RecordSlot::packed).
 inline uint64_t pack_fields(const OpFields& f) {
   return uint64_t(f.kind) | uint64_t(f.algo) << 8 | uint64_t(f.dtype) << 16 | uint64_t(f.redop) << 24 |
@@ -145,6 +164,18 @@ inline void unpack_fields(uint64_t p, OpFields* f) {
 }
 inline uint64_t pack_coll_root(uint64_t coll_index, uint32_t root) {
   return (coll_index & ((uint64_t{1} << kCollIndexBits) - 1)) | uint64_t(root) << kCollIndexBits;
+}
+// The fields of a copied slot, of a ring whose communicator has `size` ranks (the bytes are computed from the count).
+inline void fields_of(const SlotCopy& c, int size, OpFields* out) {
+  out->seq = c.seq;
+  out->coll_index = c.coll_root & ((uint64_t{1} << kCollIndexBits) - 1);
+  out->root = static_cast<uint32_t>(c.coll_root >> kCollIndexBits);
+  out->count = c.count;
+  out->enqueue_ns = c.enqueue_ns;
+  out->start_ns = c.start_ns;
+  out->end_ns = c.end_ns;
+  unpack_fields(c.packed, out);
+  out->bytes = op_bytes(static_cast<OpKind>(out->kind), static_cast<DataType>(out->dtype), c.count, size);
 }
 
 // The writer's calls, inline: they run on every operation's path.
@@ -183,6 +214,20 @@ inline void RingWriter::finish(uint64_t index, uint64_t packed, uint64_t end_ns,
            uint64_t(status) << 40;
   s.packed.store(packed, std::memory_order_relaxed);
   s.version.store(v + 2, std::memory_order_release);
+}
+
+// Inline: the counting thread reads every record through it.
+inline RecordRing::Read RecordRing::read_finished(uint64_t index, OpFields* out) const {
+  // Round r of a slot is 4r+1..4r+2 once begun and 4r+4 once finished (begin/finish above).
+  const uint64_t finished = ((index >> capacity_log2_) << 2) + 4;
+  const RecordSlot& s = slots_[index & (capacity_ - 1)];
+  const uint64_t v = s.version.load(std::memory_order_acquire);
+  if (v != finished) return v > finished ? Read::kGone : Read::kUnfinished;
+  // A finished record changes only when the next round begins: a copy that overlapped that is gone.
+  SlotCopy c;
+  if (!copy_slot(s, &c) || c.version != finished) return Read::kGone;
+  fields_of(c, header_->size, out);
+  return Read::kFinished;
 }
 
 inline void RecordRing::finish(uint64_t index, uint64_t end_ns, OpState state, uint16_t status, uint64_t start_ns,
