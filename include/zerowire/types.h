@@ -21,23 +21,9 @@ inline constexpr int kNumReduceOps = 5;
 // Bytes per element (0 for a value outside the enumeration). Inline: the monitor's counting and the collectives' size
 // checks call it for every operation.
 constexpr size_t dtype_size(DataType dtype) {
-  switch (dtype) {
-    case DataType::kFloat32:
-      return 4;
-    case DataType::kFloat16:
-      return 2;
-    case DataType::kBFloat16:
-      return 2;
-    case DataType::kFloat64:
-      return 8;
-    case DataType::kInt32:
-      return 4;
-    case DataType::kInt64:
-      return 8;
-    case DataType::kUInt8:
-      return 1;
-  }
-  return 0;
+  constexpr size_t kBytes[kNumDataTypes] = {4, 2, 2, 8, 4, 8, 1};  // in DataType's order
+  const auto i = static_cast<size_t>(dtype);
+  return i < kNumDataTypes ? kBytes[i] : 0;
 }
 // nccl-tests spelling: float, half, bfloat16, double, int32, int64, uint8.
 const char* dtype_name(DataType dtype);
