@@ -133,7 +133,7 @@ void CommMonitor::count(const OpFields& f) const {
 
 uint64_t CommMonitor::in_flight() const {
   const uint64_t issued = ring_->header().last_enqueued.load(std::memory_order_relaxed);
-  const uint64_t done = finished_seq_.load(std::memory_order_relaxed);
+  const uint64_t done = ring_->finished_through();
   return issued > done ? issued - done : 0;
 }
 

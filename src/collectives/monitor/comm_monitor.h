@@ -125,7 +125,6 @@ class CommMonitor {
   struct alignas(64) Hot {
     RingWriter ring;          // where the records go
     uint64_t next = 0;        // records begun so far (the ring keeps no count: RecordRing::begun reads it back)
-    uint64_t seq = 0;         // sequence number of the running operation
     uint64_t coll_index = 0;  // collectives started so far
     uint64_t packed = 0;      // the running operation's packed fields; 0: none running
     uint32_t help_at = 0;     // records not yet counted at which the writer counts them itself (half the ring),
@@ -147,7 +146,6 @@ class CommMonitor {
   std::shared_ptr<DeviceOpSource> device_source_;
   PeerLinks links_;
   bool failed_ = false;  // the ring is marked failed (writer)
-  std::atomic<uint64_t> finished_seq_{0};
   // Counting (aggregate(); under count_mutex_, whichever thread holds it), on lines of its own: the writer's line is
   // touched by every operation.
   alignas(64) mutable std::mutex count_mutex_;
@@ -176,7 +174,6 @@ inline void CommMonitor::on_start(const OpDesc& desc, uint64_t seq, int64_t enqu
   f.redop = static_cast<uint8_t>(desc.op);
   f.path = static_cast<uint8_t>(path);
   f.root = desc.root;
-  h.seq = seq;
   h.packed = h.ring.begin(h.next++, f);  // never 0: its state is kRunning
 }
 
@@ -187,7 +184,6 @@ inline void CommMonitor::on_finish(const Status& status, int64_t end_ns) {
   h.ring.finish(h.next - 1, h.packed, static_cast<uint64_t>(end_ns), failed ? OpState::kFailed : OpState::kDone,
                 static_cast<uint16_t>(status.code()));
   h.packed = 0;
-  finished_seq_.store(h.seq, std::memory_order_relaxed);
   if (failed && !failed_) note_failed(status);
   if (h.next % kCheckEvery == 0 && h.next - counted_.load(std::memory_order_relaxed) >= h.help_at) help_aggregate();
 }

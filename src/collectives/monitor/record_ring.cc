@@ -185,4 +185,17 @@ bool RecordRing::running(OpFields* out) const {
   return true;
 }
 
+uint64_t RecordRing::finished_through() const {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const uint64_t written = begun();
+    if (written == 0) return 0;
+    OpFields f;
+    if (read_slot(static_cast<size_t>(written - 1), &f))
+      return f.state == static_cast<uint8_t>(OpState::kRunning) ? f.seq - 1 : f.seq;
+    // Its writer is storing into it now: the record before it is finished (unless a lap overwrote it meanwhile).
+    if (written >= 2 && read_slot(static_cast<size_t>(written - 2), &f)) return f.seq;
+  }
+  return 0;
+}
+
 }  // namespace zw::internal::monitor

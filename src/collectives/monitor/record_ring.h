@@ -100,6 +100,10 @@ class RecordRing {
   std::vector<OpFields> snapshot() const;
   // Any thread: the record of the operation running now, if any.
   bool running(OpFields* out) const;
+  // Any thread: the sequence number through which a writer that runs its operations one at a time in sequence order
+  // (the host path) has finished them: the newest record's, less one while it runs; 0 before the first record. The
+  // writer keeps no such word up to date: the newest record answers it.
+  uint64_t finished_through() const;
   // Any thread: record `index` (counting from 0, as begun()) if it is finished; kUnfinished while
   // it runs or is being written, kGone once its slot holds a later record.
   enum class Read { kFinished, kUnfinished, kGone };

@@ -195,6 +195,46 @@ TEST(CommMonitorCounting, EveryFinishedOperationIsCountedOnceWhoeverCounts) {
   m->retire();
 }
 
+// Operations issued and not finished, from the issue word and the newest record (the writer keeps no finished count):
+// queued ones count, the running one counts until its end, failed ones end like the others.
+TEST(CommMonitorCounting, InFlightCountsTheIssuedOperationsNotYetFinished) {
+  MonitorSetup setup;
+  setup.size = 2;
+  setup.comm = "in-flight";
+  setup.transport = "shm";
+  setup.hosts = {"h", "h"};
+  setup.pids = {1, 2};
+  setup.store = make_memory_store();
+  auto m = CommMonitor::create(setup);
+  ASSERT_NE(m, nullptr);
+  const OpDesc desc{OpKind::kAllGather, Algo::kRing, DataType::kFloat32, ReduceOp::kSum, 0, 256};
+  EXPECT_EQ(m->in_flight(), 0u);
+  for (uint64_t s = 1; s <= 3; ++s) m->on_enqueue(s);
+  EXPECT_EQ(m->in_flight(), 3u);
+  m->on_start(desc, 1, 10, 11);
+  EXPECT_EQ(m->in_flight(), 3u);
+  m->on_finish(Status(), 20);
+  EXPECT_EQ(m->in_flight(), 2u);
+  m->on_start(desc, 2, 10, 21);
+  m->on_finish(Status(Code::kTimeout, "late"), 30);
+  EXPECT_EQ(m->in_flight(), 1u);
+  m->on_start(desc, 3, 10, 31);
+  EXPECT_EQ(m->in_flight(), 1u);
+  m->on_enqueue(4);
+  EXPECT_EQ(m->in_flight(), 2u);
+  m->on_finish(Status(), 40);
+  EXPECT_EQ(m->in_flight(), 1u);
+  // Past a lap of the ring, from the newest record still.
+  for (uint64_t s = 4; s <= 2 * m->ring().capacity() + 4; ++s) {
+    m->on_enqueue(s);
+    m->on_start(desc, s, 10, 41);
+    EXPECT_EQ(m->in_flight(), 1u) << "operation " << s << " running";
+    m->on_finish(Status(), 50);
+  }
+  EXPECT_EQ(m->in_flight(), 0u);
+  m->retire();
+}
+
 // The bandwidth divides service times: from an operation's issue, or from the end of the one ahead of it if that
 // ended later (its wait in the queue is not its own; the hand-off is, as in nccl-tests' loop of back-to-back
 // operations), to its end. The histogram keeps run times.
