@@ -1,6 +1,6 @@
 // tests/gpu/gpu_collectives_errors_test.cc — device-memory collectives that must fail, and fail at once, naming the
-// ranks: desynchronized ranks, a usage error on one rank only (also as its first device-memory call), a rank that
-// never arrives, mixed host and device buffers, two ranks of one process on one GPU issuing on streams that serialize;
+// ranks: desynchronized ranks, a usage error on one rank only (also as its first device-memory call), a count of 0 on
+// one rank, a rank that never arrives, mixed host and device buffers, two ranks of one process on one GPU issuing on streams that serialize;
 // and the IPC cache across freed and reallocated buffers.
 //
 // Ranks run as threads (one communicator each); part of the zw_gpu_collectives_test binary (the worlds of every
@@ -191,6 +191,48 @@ TEST(GpuCollectivesErrors, TheSameRefusalOfTheFirstDeviceCallOnEveryRankLeavesTh
     ASSERT_TRUE(w.ok()) << w.status().to_string();
     EXPECT_TRUE(w.value().wait(std::chrono::seconds(60)).ok());
   });
+}
+
+// A count of 0 on one rank and 1,024 on the others, as the first device-memory call and after one: the ranks meet and
+// every one fails at once naming a rank that passed another count, instead of the others waiting for the rank that
+// had nothing to move. Before it, a count of 0 on every rank meets the peers and launches nothing. Each step's failure
+// says which step it was (a hang of one of them was seen once on the H200 and not yet told apart).
+void count_of_zero_on_one_rank(bool engine_first) {
+  run_gpu_ranks(3, 30, 1 << 20, [&](int r, Communicator& comm, std::byte* buf, cudaStream_t s) {
+    CollectiveOptions o = device_floats(buf, s, 3 * 4096);
+    if (engine_first) {
+      Result<Work> first = all_gather(comm, o);
+      ASSERT_TRUE(first.ok()) << "rank " << r << ", the valid all_gather: " << first.status().to_string();
+      Status fst = first.value().wait(std::chrono::seconds(60));
+      ASSERT_TRUE(fst.ok()) << "rank " << r << ", the valid all_gather: " << fst.to_string();
+    }
+    CollectiveOptions empty = o;
+    empty.count = 0;
+    empty.input = MemRef{nullptr, 0, MemKind::kCudaDevice, 0};
+    empty.output = MemRef{nullptr, 0, MemKind::kCudaDevice, 0};
+    Result<Work> none = all_gather(comm, empty);
+    ASSERT_TRUE(none.ok()) << "rank " << r << ", count 0 on every rank: " << none.status().to_string();
+    Status nst = none.value().wait(std::chrono::seconds(60));
+    ASSERT_TRUE(nst.ok()) << "rank " << r << ", count 0 on every rank: " << nst.to_string();
+    const auto start = std::chrono::steady_clock::now();
+    Result<Work> w = all_gather(comm, r == 1 ? empty : o);
+    Status st = w.ok() ? w.value().wait(std::chrono::seconds(60)) : w.status();
+    ASSERT_FALSE(st.ok()) << "rank " << r << ", count 0 on rank 1 only, returned OK";
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0)
+        << st.to_string();  // the timeout is 30 s
+    EXPECT_EQ(st.code(), Code::kDesync) << st.to_string();
+    EXPECT_NE(st.message().find(r == 1 ? "rank 0" : "rank 1"), std::string::npos) << st.to_string();
+  });
+}
+
+TEST(GpuCollectivesErrors, ACountOfZeroOnOneRankAsTheFirstCallFailsEveryRankAtOnce) {
+  SKIP_WITHOUT_GPU();
+  count_of_zero_on_one_rank(false);
+}
+
+TEST(GpuCollectivesErrors, ACountOfZeroOnOneRankFailsEveryRankAtOnce) {
+  SKIP_WITHOUT_GPU();
+  count_of_zero_on_one_rank(true);
 }
 
 TEST(GpuCollectivesErrors, ARankThatNeverArrivesIsNamedAtTheTimeout) {

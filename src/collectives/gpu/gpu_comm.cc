@@ -255,6 +255,7 @@ Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptio
                                        " issued " + describe_op(mine) + " but " + ipc.describe(p) + " issued " +
                                        describe_op(r));
   }
+  if (desc.count == 0) return Status();  // the ranks agree on an operation with nothing to move: no kernel, no mapping
   ZW_TRY(check_streams(seq, *peers));
   // Map what this rank's share of the work touches.
   auto quiesce = [&]() -> Status {
@@ -453,6 +454,10 @@ Result<Work> GpuComm::issue(const OpDesc& desc, const CollectiveOptions& o, bool
     // it learn why at once. A posted descriptor is left alone (a peer may be reading it).
     if (posted_seq_ != seq) shared_->ipc->mailbox().post_refusal(seq, st.message());
     return fail(st);
+  }
+  if (desc.count == 0) {  // met the peers (a peer that passed another count failed the exchange); nothing to launch
+    ZW_TRY(recorder_.mark_start(slot, stream));
+    return complete(desc, seq, slot, stream);
   }
   CudaIpcTransport& ipc = *shared_->ipc;
   DirectArgs args;

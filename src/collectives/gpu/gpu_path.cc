@@ -3,6 +3,8 @@
 // hands it the operation; a call refused here is announced to the peers (refusal.h).
 #include "collectives/gpu_path.h"
 
+#include <cuda_runtime_api.h>
+
 #include <memory>
 #include <string>
 
@@ -18,6 +20,17 @@ namespace {
 // The store keys creation attempt `attempt` sets up through (CommImpl::gpu_engine).
 std::shared_ptr<Store> setup_store(const CommImpl& impl, uint64_t attempt) {
   return std::make_shared<PrefixStore>(impl.store(), "gpu-setup/" + std::to_string(attempt) + "/");
+}
+
+// The GPU of a call with nothing to move (its pointers may be null): the engine's, else the caller's current device.
+Result<int> device_of_empty_call(CommImpl& impl) {
+  if (GpuEngine* e = impl.gpu_engine_if_created()) {
+    auto* staged = dynamic_cast<gpu::StagedGpu*>(e);
+    return staged != nullptr ? staged->device() : static_cast<gpu::GpuComm*>(e)->device();
+  }
+  int device = 0;
+  ZW_TRY(transport::cuda_ipc::cuda_status(cudaGetDevice(&device), "cudaGetDevice"));
+  return device;
 }
 
 }  // namespace
@@ -36,24 +49,27 @@ bool publish_gpu_refusal(Communicator& comm, const Status& why) {
 }
 
 Result<Work> run_gpu_collective(Communicator& comm, const OpDesc& desc, const CollectiveOptions& o) {
+  // A call with nothing to move still meets its peers at world sizes above 1 (the descriptors are compared, nothing is
+  // launched), so that a peer that passed another count fails naming this rank instead of waiting for it.
+  if (desc.count == 0 && comm.size() == 1) return Work();
   const void* any = o.input.bytes > 0 && o.input.ptr ? o.input.ptr : o.output.ptr;
-  if (desc.count == 0 || any == nullptr) return Work();
   const std::string where = std::string(op_kind_name(desc.kind)) + " on rank " + std::to_string(comm.rank());
   // A call refused here is announced to the peers, which would otherwise wait for it until their timeout.
   auto refuse = [&](const Status& s) {
     announce_refusal(comm, s, /*device=*/true);
     return s;
   };
-  auto dev = transport::cuda_ipc::device_of_pointer(any);  // one driver query per distinct buffer: they cost µs
+  CommImpl& impl = comm.impl();
+  auto dev = desc.count == 0 || any == nullptr ? device_of_empty_call(impl)
+                                               : transport::cuda_ipc::device_of_pointer(any);  // a driver query, µs
   if (!dev.ok()) return refuse(dev.status().with_context(where));
-  if (o.output.bytes > 0 && o.output.ptr != nullptr && o.output.ptr != any) {
+  if (desc.count > 0 && o.output.bytes > 0 && o.output.ptr != nullptr && o.output.ptr != any) {
     auto d = transport::cuda_ipc::device_of_pointer(o.output.ptr);
     if (!d.ok()) return refuse(d.status().with_context(where));
     if (d.value() != dev.value())
       return refuse(Status(Code::kInvalidArgument, where + ": input is on GPU " + std::to_string(dev.value()) +
                                                        " but output on GPU " + std::to_string(d.value())));
   }
-  CommImpl& impl = comm.impl();
   ZW_ASSIGN_OR_RETURN(GpuEngine * engine, impl.gpu_engine([&](uint64_t attempt) -> Result<std::unique_ptr<GpuEngine>> {
     if (gpu::wants_staged_path(impl)) return gpu::StagedGpu::create(impl, dev.value());  // across hosts, or forced
     ZW_ASSIGN_OR_RETURN(std::unique_ptr<gpu::GpuComm> g,

@@ -47,6 +47,10 @@ StagedPlan plan_staged(const CommImpl& impl, const OpDesc& desc, const Collectiv
   const std::byte* in = o.input.data();
   std::byte* out = o.output.data();
   StagedPlan plan;
+  if (desc.count == 0) {  // nothing to copy, but the host collective still meets the peers (another count fails there)
+    plan.chunks.push_back(chunk_of(impl, desc, 0, 0));
+    return plan;
+  }
   if (desc.kind == OpKind::kBroadcast && root && o.input.ptr != o.output.ptr) plan.d2d = flat(out, in, block);
   for (size_t lo = 0; lo < desc.count; lo += per) {
     const size_t hi = std::min<size_t>(desc.count, lo + per), len = (hi - lo) * es;
