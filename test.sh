@@ -10,6 +10,8 @@ tools/install-deps.sh
 # The torch backend's tests (python/, tests/python) run in a cached venv with the pinned torch, made once; this
 # fails (saying why) rather than leaving those tests out.
 torch_python=$(tools/torch-env.sh)
+# With a CUDA toolkit, the attention on cuDNN is built too: its frontend headers come from PyPI once (cached).
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then tools/cudnn-frontend.sh >/dev/null; fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DZW_TORCH_PYTHON="$torch_python"
 cmake --build build -j "$(nproc)"
 ctest --test-dir build --output-on-failure -j2 "$@"

@@ -129,6 +129,10 @@ Result<std::unique_ptr<GptModel>> GptModel::create(const GptLayout& layout, cons
     seg.tape.reserve(12);
   }
   m->rebound_.reserve(12);
+  if (o.device == MemKind::kCudaDevice) {  // cuDNN's attention graphs built now, not in the first step
+    const tensor::CudaScope scope(*o.cuda);
+    ZW_TRY(tensor::attention_prepare(o.device, o.dtype, o.batch, T, layout.config.num_heads, layout.config.d_model));
+  }
   ZW_INFO(kTool, "gpt model: %lld parameters, activations %zu bytes on %s (%s) for batch %d x seq %d",
           (long long)layout.num_params, m->activation_bytes(), mem_kind_name(o.device), dtype_name(o.dtype), o.batch,
           T);

@@ -47,11 +47,20 @@ enum DeviceErrorCode : int32_t {
   kDeviceErrorTargetOutOfRange = 2,  // cross-entropy: targets[index] = value is not in [0, limit)
 };
 
+// Which kernels run causal attention on a context's device tensors.
+enum class AttentionKernels {
+  kFromKnob,  // ZW_CUDA_ATTENTION: auto (the default), cudnn or zw
+  kAuto,      // cuDNN's fused flash attention where it takes the call, zerowire's kernels elsewhere
+  kCudnn,     // cuDNN only: a call it does not take fails, saying why (for tests and measurements)
+  kZerowire,  // zerowire's own kernels only
+};
+
 struct CudaContextOptions {
   int device = 0;                               // CUDA device ordinal
   void* stream = nullptr;                       // cudaStream_t to queue on; null: the context makes its own
   size_t blas_workspace_bytes = size_t{32} << 20;  // cuBLASLt workspace (NVIDIA recommends 32 MiB on Hopper)
-  size_t scratch_bytes = size_t{64} << 20;         // op scratch (see the header comment)
+  size_t scratch_bytes = size_t{64} << 20;         // op scratch (see the header comment); also cuDNN's workspace
+  AttentionKernels attention = AttentionKernels::kFromKnob;
 };
 
 class CudaContext {
@@ -65,8 +74,12 @@ class CudaContext {
 
   int device() const;
   void* stream() const;  // cudaStream_t
+  AttentionKernels attention() const;  // resolved: never kFromKnob
   // Device memory an op may use for its duration (stream-ordered; see the header comment).
   MemRef scratch() const;
+  // Grows the scratch to at least `bytes` (after waiting for the stream), for setup code that learns what an op will
+  // need (attention_prepare); ops themselves never allocate.
+  Status reserve_scratch(size_t bytes);
   // Where kernels record bad input; a device-visible pointer to mapped host memory.
   DeviceError* error_slot() const;
   // Waits for everything queued on the stream. Returns the first CUDA error, or the first bad input a kernel

@@ -30,8 +30,10 @@ CudaContext::~CudaContext() = default;
 Result<std::unique_ptr<CudaContext>> CudaContext::create(const CudaContextOptions&) { return no_cuda("CudaContext"); }
 int CudaContext::device() const { return -1; }
 void* CudaContext::stream() const { return nullptr; }
+AttentionKernels CudaContext::attention() const { return AttentionKernels::kZerowire; }
 MemRef CudaContext::scratch() const { return MemRef{}; }
 DeviceError* CudaContext::error_slot() const { return nullptr; }
+Status CudaContext::reserve_scratch(size_t) { return no_cuda("CudaContext::reserve_scratch"); }
 Status CudaContext::synchronize() { return no_cuda("CudaContext::synchronize"); }
 CudaContext* current_cuda_context() { return g_current; }
 void CudaContext::set_profiling(bool) {}
@@ -85,6 +87,7 @@ Status gelu_backward(const Tensor&, const Tensor&, const Tensor&, GradInit) { re
 Status residual_forward(const Tensor&, const Tensor&, const Tensor&) { return no_cuda("residual_forward"); }
 Status residual_backward(const Tensor&, const Tensor&, const Tensor&, GradInit) { return no_cuda("residual_backward"); }
 Status attention_forward(const Tensor&, const Tensor&, const Tensor&, int) { return no_cuda("attention_forward"); }
+Status attention_prepare(DataType, int64_t, int64_t, int, int64_t) { return no_cuda("attention_prepare"); }
 Status attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int,
                           GradInit) {
   return no_cuda("attention_backward");

@@ -104,6 +104,11 @@ Status residual_backward(const Tensor& da, const Tensor& db, const Tensor& dout,
 Status attention_forward(const Tensor& out, const Tensor& stats, const Tensor& qkv, int num_heads);
 Status attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout, const Tensor& out,
                           const Tensor& qkv, const Tensor& stats, int num_heads, GradInit init = GradInit::kAccumulate);
+// Readies the op for calls of this shape (qkv [batch, seq, 3·channels] of `dtype`) ahead of the first: on CUDA
+// (the current context) builds the cuDNN graphs it will run and grows the context's scratch to their workspace
+// (AttentionKernels, cuda_context.h); nothing on the CPU. Optional: without it the first call builds them, and a
+// workspace larger than the scratch makes auto contexts run zerowire's kernels instead.
+Status attention_prepare(MemKind device, DataType dtype, int64_t batch, int64_t seq, int num_heads, int64_t channels);
 // Shapes (and dtype: the compute dtype on the CPU, f32 on CUDA) of `stats` and `scratch` for a device.
 Shape attention_stats_shape(MemKind device, int64_t batch, int64_t seq, int num_heads);
 Shape attention_scratch_shape(MemKind device, int64_t batch, int64_t seq, int num_heads);

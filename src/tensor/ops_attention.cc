@@ -14,6 +14,7 @@
 #include <string>
 
 #include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda_context.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
 
@@ -23,6 +24,18 @@ Shape attention_stats_shape(MemKind device, int64_t batch, int64_t seq, int num_
   if (device == MemKind::kCudaDevice) return Shape{batch, num_heads, seq};
   return Shape{batch, num_heads, seq, seq};
 }
+Status attention_prepare(MemKind device, DataType dtype, int64_t batch, int64_t seq, int num_heads, int64_t channels) {
+  if (device != MemKind::kCudaDevice) return Status();
+  if (current_cuda_context() == nullptr)
+    return Status(Code::kInvalidArgument,
+                  "attention_prepare: no current CUDA context (make one current with CudaScope)");
+  if (batch < 1 || seq < 1 || num_heads < 1 || channels % num_heads != 0)
+    return Status(Code::kInvalidArgument, "attention_prepare: batch " + std::to_string(batch) + ", seq " +
+                                              std::to_string(seq) + " and " + std::to_string(channels) +
+                                              " channels in " + std::to_string(num_heads) + " heads");
+  return cuda::attention_prepare(dtype, batch, seq, num_heads, channels);
+}
+
 Shape attention_scratch_shape(MemKind device, int64_t batch, int64_t seq, int num_heads) {
   if (device == MemKind::kCudaDevice) return Shape{batch, num_heads, seq};
   return Shape{seq, seq};

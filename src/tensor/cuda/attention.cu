@@ -1,7 +1,9 @@
 // tensor/cuda/attention.cu — cuda::attention_forward / cuda::attention_backward: which kernels run, and the
 // rowsum(dO ∘ O) pass that backward starts with.
 //
-// Dispatch: the flash kernels (attention_fwd.cu, attention_bwd.cu: tensor cores, cp.async) take bf16 and f16 with
+// Dispatch: cuDNN's fused flash attention first where the context allows it (CudaContextOptions::attention,
+// ZW_CUDA_ATTENTION; cudnn/attention_cudnn.h says which calls it takes). Then zerowire's own kernels: the flash
+// kernels (attention_fwd.cu, attention_bwd.cu: tensor cores, cp.async) take bf16 and f16 with
 // head size 64 or 128 when qkv, out, dout and dqkv start on 16-byte boundaries (the 16-byte cp.async and 4-byte
 // pair stores need it; a view at an odd offset into a larger buffer may not); every other case (f32, other head
 // sizes up to 256, unaligned views) runs the scalar kernels of attention_generic.cu. Both save the same stats
@@ -14,6 +16,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <string>
 
@@ -21,6 +24,7 @@
 #include "tensor/cuda/context_impl.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda/cudnn/attention_cudnn.h"
 
 namespace zw::tensor::cuda {
 namespace {
@@ -85,11 +89,30 @@ bool use_flash(DataType dtype, int hs, std::initializer_list<const Tensor*> tens
   return true;
 }
 
+// Whether cuDNN ran the call (cudnn/attention_cudnn.h), by the context's choice of kernels: kCudnn fails for a call
+// cuDNN does not take; kZerowire never asks it.
+Result<bool> ran_on_cudnn(const char* op, const std::function<Result<bool>(std::string*)>& run) {
+  const AttentionKernels want = current().attention;
+  if (want == AttentionKernels::kZerowire) return false;
+  std::string why_not;
+  ZW_ASSIGN_OR_RETURN(const bool ran, run(&why_not));
+  if (!ran && want == AttentionKernels::kCudnn)
+    return Status(Code::kUnsupported, std::string(op) +
+                                          " on cuDNN only (AttentionKernels::kCudnn, ZW_CUDA_ATTENTION="
+                                          "cudnn): " +
+                                          why_not);
+  return ran;
+}
+
 }  // namespace
 
 Status attention_forward(const Tensor& out, const Tensor& stats, const Tensor& qkv, int num_heads) {
   ZW_ASSIGN_OR_RETURN(const attn::Dims d, dims_of(qkv, num_heads));
   if (d.B == 0 || d.T == 0 || d.hs == 0) return Status();
+  ZW_ASSIGN_OR_RETURN(const bool on_cudnn, ran_on_cudnn("attention_forward", [&](std::string* why_not) {
+                        return dnn::attention_forward(out, stats, qkv, num_heads, why_not);
+                      }));
+  if (on_cudnn) return Status();
   attn::FwdArgs a;
   a.qkv = qkv.mem.ptr;
   a.out = out.mem.ptr;
@@ -99,10 +122,26 @@ Status attention_forward(const Tensor& out, const Tensor& stats, const Tensor& q
   return attn::generic_forward(qkv.dtype, a, stream());
 }
 
+Status attention_prepare(DataType dtype, int64_t batch, int64_t seq, int num_heads, int64_t channels) {
+  const AttentionKernels want = current().attention;
+  if (want == AttentionKernels::kZerowire) return Status();
+  std::string why_not;
+  ZW_ASSIGN_OR_RETURN(const bool ready, dnn::prepare(dtype, batch, seq, num_heads, channels, &why_not));
+  if (!ready && want == AttentionKernels::kCudnn)
+    return Status(Code::kUnsupported,
+                  "attention on cuDNN only (AttentionKernels::kCudnn, ZW_CUDA_ATTENTION=cudnn): " + why_not);
+  return Status();
+}
+
 Status attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout, const Tensor& out,
                           const Tensor& qkv, const Tensor& stats, int num_heads, GradInit init) {
   ZW_ASSIGN_OR_RETURN(const attn::Dims d, dims_of(qkv, num_heads));
   if (d.B == 0 || d.T == 0 || d.hs == 0) return Status();
+  ZW_ASSIGN_OR_RETURN(const bool on_cudnn, ran_on_cudnn("attention_backward", [&](std::string* why_not) {
+                        return dnn::attention_backward(dqkv, dout, out, qkv, stats, num_heads,
+                                                       init == GradInit::kAccumulate, why_not);
+                      }));
+  if (on_cudnn) return Status();
   switch (qkv.dtype) {
     case DataType::kBFloat16:
       ZW_TRY(launch_dsum<__nv_bfloat16>(dout, out, scratch, d));

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/knobs.h"
 #include "tensor/cuda/context_impl.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/cuda_ops.h"
@@ -58,6 +59,7 @@ CudaContext::~CudaContext() {
   cudaSetDevice(m.device);
   if (m.stream != nullptr) cudaStreamSynchronize(m.stream);
   m.blas_plans.reset();
+  m.dnn.reset();
   if (m.blas != nullptr) cublasLtDestroy(m.blas);
   cuda::device_free(m.workspace, m.workspace_bytes, m.device);
   cuda::device_free(m.scratch, m.scratch_bytes, m.device);
@@ -78,6 +80,20 @@ Result<std::unique_ptr<CudaContext>> CudaContext::create(const CudaContextOption
   std::unique_ptr<CudaContext> ctx(new CudaContext(std::make_unique<Impl>()));
   Impl& m = *ctx->impl_;
   m.device = o.device;
+  m.attention = o.attention;
+  if (m.attention == AttentionKernels::kFromKnob) {
+    const std::string& want = knobs().cuda_attention;
+    if (want == "auto") {
+      m.attention = AttentionKernels::kAuto;
+    } else if (want == "cudnn") {
+      m.attention = AttentionKernels::kCudnn;
+    } else if (want == "zw") {
+      m.attention = AttentionKernels::kZerowire;
+    } else {
+      return Status(Code::kInvalidArgument,
+                    "cuda context: ZW_CUDA_ATTENTION=" + want + " is not one of auto, cudnn or zw");
+    }
+  }
   ZW_CUDA_TRY(cudaSetDevice(o.device));
   if (o.stream != nullptr) {
     m.stream = static_cast<cudaStream_t>(o.stream);
@@ -107,10 +123,23 @@ Result<std::unique_ptr<CudaContext>> CudaContext::create(const CudaContextOption
 
 int CudaContext::device() const { return impl_->device; }
 void* CudaContext::stream() const { return impl_->stream; }
+AttentionKernels CudaContext::attention() const { return impl_->attention; }
 MemRef CudaContext::scratch() const {
   return MemRef{impl_->scratch, impl_->scratch_bytes, MemKind::kCudaDevice, impl_->device};
 }
 DeviceError* CudaContext::error_slot() const { return impl_->error_device; }
+
+Status CudaContext::reserve_scratch(size_t bytes) {
+  Impl& m = *impl_;
+  if (bytes <= m.scratch_bytes) return Status();
+  ZW_CUDA_TRY(cudaSetDevice(m.device));
+  ZW_CUDA_TRY(cudaStreamSynchronize(m.stream));
+  ZW_ASSIGN_OR_RETURN(void* grown, cuda::device_alloc(bytes, m.device));
+  cuda::device_free(m.scratch, m.scratch_bytes, m.device);
+  m.scratch = grown;
+  m.scratch_bytes = bytes;
+  return Status();
+}
 
 Status CudaContext::synchronize() {
   ZW_CUDA_TRY(cudaStreamSynchronize(impl_->stream));

@@ -22,6 +22,11 @@ void destroy_blas_plans(BlasPlans* plans);
 struct BlasPlansDeleter {
   void operator()(BlasPlans* p) const { destroy_blas_plans(p); }
 };
+struct DnnState;  // the cuDNN handle and attention graphs, defined by cudnn/attention_cudnn.cc
+void destroy_dnn_state(DnnState* state);
+struct DnnStateDeleter {
+  void operator()(DnnState* s) const { destroy_dnn_state(s); }
+};
 }  // namespace cuda
 
 struct CudaContext::Impl {
@@ -36,6 +41,8 @@ struct CudaContext::Impl {
   DeviceError* error_host = nullptr;    // mapped pinned memory: what kernels reported
   DeviceError* error_device = nullptr;  // the same memory as the device sees it
   std::unique_ptr<cuda::BlasPlans, cuda::BlasPlansDeleter> blas_plans;  // made by linear.cu on first use
+  AttentionKernels attention = AttentionKernels::kAuto;                 // resolved (never kFromKnob)
+  std::unique_ptr<cuda::DnnState, cuda::DnnStateDeleter> dnn;           // made by the cuDNN attention on first use
   // Small host-to-device copies go through a ring of pinned slots, each reusable once its event has passed, so
   // that copy() returns at once and the caller may reuse its host buffer (tokens and targets of every step).
   static constexpr int kUploadSlots = 4;

@@ -50,6 +50,7 @@ Status residual_forward(const Tensor& out, const Tensor& a, const Tensor& b);
 // da/db: undefined when skipped or when they alias dout (the caller sorted that out).
 Status residual_backward(const Tensor& da, const Tensor& db, const Tensor& dout, GradInit init);
 Status attention_forward(const Tensor& out, const Tensor& stats, const Tensor& qkv, int num_heads);
+Status attention_prepare(DataType dtype, int64_t batch, int64_t seq, int num_heads, int64_t channels);
 Status attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout, const Tensor& out,
                           const Tensor& qkv, const Tensor& stats, int num_heads, GradInit init);
 Status cross_entropy_forward(const Tensor& losses, const Tensor& probs, const Tensor& logits, const Tensor& targets);
