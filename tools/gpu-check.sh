@@ -78,6 +78,10 @@
 #   summary    printed last: stage times and status, the tests (failed or cut with their first error lines, skipped
 #              for lack of GPUs, other skips), the collectives' time per world and stalls, memcheck, the 4-process
 #              runs, then the benchmark tables: reduce, offload, train, zerowire vs NCCL and the ring kernels.
+# cuDNN attention (the tensor layer's default where cuDNN takes the call): the build needs the cudnn-frontend headers,
+# which tools/cudnn-frontend.sh fetches from PyPI; on a machine without PyPI, copy its output's parent directory to
+# .deps/cudnn-frontend in the tree first (the build stage prints whether the cuDNN path was built; without it the
+# attention tests fail, saying so).
 # Environment: ZW_GPU_QUICK=1, ZW_GPU_FULL_BUILD=1, ZW_GPU_REPS (or REPS; default 3), ZW_GPU_BUDGET_S,
 # ZW_GPU_BUILD_DIR (default build-gpu), ZW_GPU_MEMCHECK=1, ZW_GPU_SKIP=stage,stage (e.g. train), SHAPES (train);
 # the collectives' own switches (ZW_TEST_WORLDS, ZW_TEST_CASES, ZW_TEST_TIMEOUT_S) override the mode's values.
