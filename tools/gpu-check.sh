@@ -14,9 +14,10 @@
 #   build      cap 210 s. Configures build-gpu/ (Release, Ninja) and builds, among the targets this tree has (ninja's
 #              own list, so targets that have not landed yet are named and left out), first what the tests need
 #              (zw_cuda_kernels_test zw_gpu_collectives_test zw_gpu_staged_test zw_gpu_zero_offload_test
-#              zw_tensor_cuda_test zw_model_cuda_test zw_gpu_coll_perf zwrun, and every other ctest entry matching
-#              'cuda|gpu' that is a target, e.g. zw_train_cuda_test), then in full mode the programs of the
-#              benchmarks (zw_train zw_cuda_reduce_bench zw_offload_bench zw_nccl_perf); ninja -k 0, so a target that
+#              zw_tensor_cuda_test zw_model_cuda_test zw_gpu_coll_perf zwrun zw_train — the zero3 stage runs it in
+#              quick mode too — and every other ctest entry matching 'cuda|gpu' that is a target, e.g.
+#              zw_train_cuda_test), then in full mode the programs of the benchmarks (zw_cuda_reduce_bench
+#              zw_offload_bench zw_nccl_perf); ninja -k 0, so a target that
 #              fails to build is named and the rest are built. ZW_GPU_FULL_BUILD=1 builds all.
 #   tests      cap 280 s (quick 200 s). Every ctest entry matching 'cuda|gpu', one ctest call each under its own
 #              limit for one GPU (collectives 150 s, ring 120 s, model and train 120 s, tensor 90 s, zwrun checks
@@ -144,8 +145,9 @@ stage_build() {
   have=$(ninja -C "$BUILD" -t targets all 2>/dev/null | sed -n 's/^\([A-Za-z0-9_]*\): phony$/\1/p')
   # What the tests need first (a cut or a broken benchmark then costs no test), the benchmarks second. Besides the
   # targets named here, every ctest entry matching 'cuda|gpu' that is also a target (new GPU tests come along).
+  # zw_train is here, not with the benchmarks: the zero3 stage (quick mode too) runs it under zwrun.
   for t in zw_cuda_kernels_test zw_gpu_collectives_test zw_gpu_staged_test zw_gpu_zero_offload_test \
-           zw_tensor_cuda_test zw_model_cuda_test zw_gpu_coll_perf zwrun; do
+           zw_tensor_cuda_test zw_model_cuda_test zw_gpu_coll_perf zwrun zw_train; do
     if grep -qx "$t" <<<"$have"; then first+=("$t"); else missing+=("$t"); fi
   done
   listed=$(cd "$BUILD" && ctest -N -R 'cuda|gpu' | sed -n 's/^ *Test *#[0-9]*: //p')
@@ -153,7 +155,7 @@ stage_build() {
     if grep -qx "$t" <<<"$have" && [[ " ${first[*]} " != *" $t "* ]]; then first+=("$t"); fi
   done
   if [ "$QUICK" != 1 ]; then
-    for t in zw_train zw_cuda_reduce_bench zw_offload_bench zw_nccl_perf; do
+    for t in zw_cuda_reduce_bench zw_offload_bench zw_nccl_perf; do
       if grep -qx "$t" <<<"$have"; then second+=("$t"); else missing+=("$t"); fi
     done
   fi
