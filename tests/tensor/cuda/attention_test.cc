@@ -132,6 +132,19 @@ struct DeviceSet {
   Tensor qkv, dout, out, stats, dqkv, scratch;
 };
 
+// Device buffers of r's shapes in `dtype` (stats and scratch f32), poisoned with NaN on the current context's stream.
+struct PoisonedSet {
+  explicit PoisonedSet(const Reference& r, DataType dtype)
+      : qkv(poisoned(dtype, r.qkv_shape())),
+        dout(poisoned(dtype, r.out_shape())),
+        out(poisoned(dtype, r.out_shape())),
+        dqkv(poisoned(dtype, r.qkv_shape())),
+        stats(poisoned(DataType::kFloat32, attention_stats_shape(MemKind::kCudaDevice, r.B, r.T, r.NH))),
+        scratch(poisoned(DataType::kFloat32, attention_scratch_shape(MemKind::kCudaDevice, r.B, r.T, r.NH))) {}
+  DeviceSet view() const { return DeviceSet{qkv, dout, out, stats, dqkv, scratch}; }
+  OwnedTensor qkv, dout, out, dqkv, stats, scratch;
+};
+
 // Forward, then backward in both GradInit modes, on the device (the current context's kernels), each output
 // poisoned first, compared with r. On a cuDNN-only context kAccumulate must fail (cuDNN overwrites dqkv) and is then
 // run on `fallback` (an auto context: zerowire's backward on cuDNN's stats).
@@ -225,13 +238,8 @@ TEST_P(AttentionTest, MatchesCpuReference) {
   const int64_t B = 2;
   const int NH = heads_for(c.hs);
   Reference r = make_reference(rng_, c.dtype, B, c.T, NH, c.hs);
-  const OwnedTensor qkv = poisoned(c.dtype, r.qkv_shape());
-  const OwnedTensor dout = poisoned(c.dtype, r.out_shape());
-  const OwnedTensor out = poisoned(c.dtype, r.out_shape());
-  const OwnedTensor dqkv = poisoned(c.dtype, r.qkv_shape());
-  const OwnedTensor stats = poisoned(DataType::kFloat32, attention_stats_shape(MemKind::kCudaDevice, B, c.T, NH));
-  const OwnedTensor scratch = poisoned(DataType::kFloat32, attention_scratch_shape(MemKind::kCudaDevice, B, c.T, NH));
-  check_against_cpu(r, DeviceSet{qkv, dout, out, stats, dqkv, scratch}, rng_, fallback.get());
+  const PoisonedSet t(r, c.dtype);
+  check_against_cpu(r, t.view(), rng_, fallback.get());
   ASSERT_TRUE(ctx->synchronize().ok());
 }
 
@@ -367,25 +375,22 @@ TEST_F(CudaOpTest, AttentionStatsAgreeAcrossKernels) {
     SCOPED_TRACE(cudnn_first ? "cuDNN forward, zerowire backward" : "zerowire forward, cuDNN backward");
     CudaContext& fwd = cudnn_first ? *dnn : *zw;
     CudaContext& bwd = cudnn_first ? *zw : *dnn;
-    const OwnedTensor qkv = poisoned(dtype, r.qkv_shape()), dout = poisoned(dtype, r.out_shape()),
-                      out = poisoned(dtype, r.out_shape()), dqkv = poisoned(dtype, r.qkv_shape());
-    const Shape stats_shape = attention_stats_shape(MemKind::kCudaDevice, B, T, NH);
-    const OwnedTensor stats = poisoned(DataType::kFloat32, stats_shape),
-                      scratch = poisoned(DataType::kFloat32, stats_shape);
+    const PoisonedSet owned(r, dtype);
+    const DeviceSet t = owned.view();
     ASSERT_TRUE(ctx_->synchronize().ok());  // the poison is written on the fixture's stream
     {
       const CudaScope scope(fwd);
-      store(qkv, r.qkv);
-      store(dout, r.dout);
-      const Status s = attention_forward(out, stats, qkv, NH);
+      store(t.qkv, r.qkv);
+      store(t.dout, r.dout);
+      const Status s = attention_forward(t.out, t.stats, t.qkv, NH);
       ASSERT_TRUE(s.ok()) << s.to_string();
-      EXPECT_TRUE(close(download(stats), r.lse, tol.lse)) << "stats";
+      EXPECT_TRUE(close(download(t.stats), r.lse, tol.lse)) << "stats";
       ASSERT_TRUE(fwd.synchronize().ok());
     }
     const CudaScope scope(bwd);
-    const Status s = attention_backward(dqkv, scratch, dout, out, qkv, stats, NH, GradInit::kOverwrite);
+    const Status s = attention_backward(t.dqkv, t.scratch, t.dout, t.out, t.qkv, t.stats, NH, GradInit::kOverwrite);
     ASSERT_TRUE(s.ok()) << s.to_string();
-    EXPECT_TRUE(close(download(dqkv), want, tol.grad)) << "dqkv";
+    EXPECT_TRUE(close(download(t.dqkv), want, tol.grad)) << "dqkv";
     ASSERT_TRUE(bwd.synchronize().ok());
   }
 }
@@ -407,12 +412,8 @@ TEST_F(CudaOpTest, AttentionPrepareGrowsTheScratchForCudnn) {
   ASSERT_TRUE(fallback);
   const CudaScope scope(*ctx);
   Reference r = make_reference(rng_, dtype, B, T, NH, hs);
-  const Shape stats_shape = attention_stats_shape(MemKind::kCudaDevice, B, T, NH);
-  const OwnedTensor qkv = poisoned(dtype, r.qkv_shape()), dout = poisoned(dtype, r.out_shape()),
-                    out = poisoned(dtype, r.out_shape()), dqkv = poisoned(dtype, r.qkv_shape());
-  const OwnedTensor stats = poisoned(DataType::kFloat32, stats_shape),
-                    scratch = poisoned(DataType::kFloat32, stats_shape);
-  const DeviceSet t{qkv, dout, out, stats, dqkv, scratch};
+  const PoisonedSet owned(r, dtype);
+  const DeviceSet t = owned.view();
   Status s = attention_backward(t.dqkv, t.scratch, t.dout, t.out, t.qkv, t.stats, NH, GradInit::kOverwrite);
   EXPECT_EQ(s.code(), Code::kUnsupported) << s.to_string();
   EXPECT_NE(s.message().find("more than the context's scratch (4096"), std::string::npos) << s.to_string();
@@ -433,32 +434,29 @@ TEST_F(CudaOpTest, AttentionOnCudnnOnlyRefusesWhatCudnnCannotRun) {
     const int NH = 2, hs = 64;
     const DataType dtype = DataType::kBFloat16;
     Reference r = make_reference(rng_, dtype, B, T, NH, hs);
-    const Shape stats_shape = attention_stats_shape(MemKind::kCudaDevice, B, T, NH);
-    const OwnedTensor qkv = poisoned(dtype, r.qkv_shape()), dout = poisoned(dtype, r.out_shape()),
-                      out = poisoned(dtype, r.out_shape()), dqkv = poisoned(dtype, r.qkv_shape());
-    const OwnedTensor stats = poisoned(DataType::kFloat32, stats_shape),
-                      scratch = poisoned(DataType::kFloat32, stats_shape);
+    const PoisonedSet owned(r, dtype);
+    const DeviceSet t = owned.view();
     ASSERT_TRUE(ctx_->synchronize().ok());  // the poison is written on the fixture's stream
     const std::unique_ptr<CudaContext> dnn = context_for(AttentionKernels::kCudnn),
                                        automatic = context_for(AttentionKernels::kAuto);
     ASSERT_TRUE(dnn && automatic);
     {
       const CudaScope scope(*dnn);
-      store(qkv, r.qkv);
-      store(dout, r.dout);
-      Status s = attention_forward(out, stats, qkv, NH);
+      store(t.qkv, r.qkv);
+      store(t.dout, r.dout);
+      Status s = attention_forward(t.out, t.stats, t.qkv, NH);
       ASSERT_TRUE(s.ok()) << s.to_string();
-      s = attention_backward(dqkv, scratch, dout, out, qkv, stats, NH, GradInit::kOverwrite);
+      s = attention_backward(t.dqkv, t.scratch, t.dout, t.out, t.qkv, t.stats, NH, GradInit::kOverwrite);
       EXPECT_EQ(s.code(), Code::kUnsupported) << s.to_string();
       EXPECT_NE(s.message().find("cuDNN cannot build the backward"), std::string::npos) << s.to_string();
       ASSERT_TRUE(dnn->synchronize().ok());
     }
     const CudaScope scope(*automatic);
-    const Status s = attention_backward(dqkv, scratch, dout, out, qkv, stats, NH, GradInit::kOverwrite);
+    const Status s = attention_backward(t.dqkv, t.scratch, t.dout, t.out, t.qkv, t.stats, NH, GradInit::kOverwrite);
     ASSERT_TRUE(s.ok()) << s.to_string();
     const std::vector<float> want =
         cpu_backward(r, std::vector<float>(size_t(B * T * 3 * r.C), 0.f), GradInit::kOverwrite);
-    EXPECT_TRUE(close(download(dqkv), want, tolerances(dtype).grad)) << "dqkv";
+    EXPECT_TRUE(close(download(t.dqkv), want, tolerances(dtype).grad)) << "dqkv";
     ASSERT_TRUE(automatic->synchronize().ok());
   }
   const int64_t B = 1, T = 16;
