@@ -45,11 +45,30 @@ DataType GptModel::grad_dtype() const {
   return options_.device == MemKind::kCudaDevice ? DataType::kFloat32 : options_.dtype;
 }
 
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::kLayerNormsAndGelu:
+      return "all";
+    case Recompute::kGelu:
+      return "gelu";
+    default:
+      return "none";
+  }
+}
+
+Result<Recompute> parse_recompute(const std::string& s) {
+  for (Recompute r : {Recompute::kLayerNormsAndGelu, Recompute::kGelu, Recompute::kNone})
+    if (s == recompute_name(r)) return r;
+  return Status(Code::kInvalidArgument, "recompute '" + s +
+                                            "': use all (layernorm and GELU outputs), gelu (the GELU output only) "
+                                            "or none (keep every activation)");
+}
+
 // The activation plan. Values that backward needs are per block, except those recomputed in backward from what is
-// kept (tape.h): the layernorm outputs ln1 and ln2 (from the block input and res2 with their saved statistics) and
-// the GELU output (from fch) share one buffer each across blocks, which saves 6·C of every block's 16·C values per
-// token for two pointwise passes. The two projections' outputs (attproj, fcproj) are only consumed by the residual
-// adds of forward, so one buffer serves every block too. Gradients: see gpt.h.
+// kept (tape.h, GptOptions::recompute): the layernorm outputs ln1 and ln2 (from the block input and res2 with their
+// saved statistics) and the GELU output (from fch) then share one buffer each across blocks, which saves 6·C of every
+// block's 16·C values per token for two pointwise passes. The two projections' outputs (attproj, fcproj) are only
+// consumed by the residual adds of forward, so one buffer serves every block too. Gradients: see gpt.h.
 void GptModel::carve(Arena& values, Arena& grads) {
   const int64_t B = B_, T = T_, C = layout_.config.d_model, V = layout_.config.vocab_size;
   const int NH = layout_.config.num_heads;
@@ -64,12 +83,14 @@ void GptModel::carve(Arena& values, Arena& grads) {
   block_grads_ = BlockGrads{grads.take(btc, D), grads.take(Shape{B, T, 3 * C}, D), grads.take(btc, D),
                             grads.take(Shape{B, T, 4 * C}, D)};
   const Tensor proj = value(btc);                 // attproj and fcproj of every block (forward only)
-  const Tensor ln = value(btc);                   // ln1 and ln2 of every block (recomputed in backward)
-  const Tensor gelu = value(Shape{B, T, 4 * C});  // gelu(fch) of every block (recomputed in backward)
+  const bool share_ln = options_.recompute == Recompute::kLayerNormsAndGelu;
+  const bool share_gelu = options_.recompute != Recompute::kNone;
+  const Tensor ln = share_ln ? value(btc) : Tensor();                     // ln1 and ln2 of every block
+  const Tensor gelu = share_gelu ? value(Shape{B, T, 4 * C}) : Tensor();  // gelu(fch) of every block
   encoded_ = Var{value(btc), dres_};
   blocks_.resize(size_t(layout_.config.num_layers));
   for (BlockActs& a : blocks_) {
-    a.ln1 = Var{ln, block_grads_.ln};
+    a.ln1 = Var{share_ln ? ln : value(btc), block_grads_.ln};
     a.ln1_mean = values.take(stats, S);
     a.ln1_rstd = values.take(stats, S);
     a.qkv = Var{value(Shape{B, T, 3 * C}), block_grads_.qkv};
@@ -77,11 +98,12 @@ void GptModel::carve(Arena& values, Arena& grads) {
     a.atty = Var{value(btc), block_grads_.atty};
     a.attproj = Var{proj, dres_};
     a.res2 = Var{value(btc), dres_};
-    a.ln2 = Var{ln, block_grads_.ln};
+    a.ln2 = Var{share_ln ? ln : value(btc), block_grads_.ln};
     a.ln2_mean = values.take(stats, S);
     a.ln2_rstd = values.take(stats, S);
     a.fch = Var{value(Shape{B, T, 4 * C}), block_grads_.fch};
-    a.fch_gelu = Var{gelu, {}};  // its gradient is never formed: the projection's backward writes fch's
+    a.fch_gelu = Var{share_gelu ? gelu : value(Shape{B, T, 4 * C}),
+                     {}};  // its gradient is never formed: the projection's backward writes fch's
     a.fcproj = Var{proj, dres_};
     a.res3 = Var{value(btc), dres_};
   }
@@ -133,9 +155,9 @@ Result<std::unique_ptr<GptModel>> GptModel::create(const GptLayout& layout, cons
     const tensor::CudaScope scope(*o.cuda);
     ZW_TRY(tensor::attention_prepare(o.device, o.dtype, o.batch, T, layout.config.num_heads, layout.config.d_model));
   }
-  ZW_INFO(kTool, "gpt model: %lld parameters, activations %zu bytes on %s (%s) for batch %d x seq %d",
-          (long long)layout.num_params, m->activation_bytes(), mem_kind_name(o.device), dtype_name(o.dtype), o.batch,
-          T);
+  ZW_INFO(kTool, "gpt model: %lld parameters, activations %zu bytes on %s (%s) for batch %d x seq %d, recompute %s",
+          (long long)layout.num_params, m->activation_bytes(), mem_kind_name(o.device), dtype_name(o.dtype), o.batch, T,
+          recompute_name(o.recompute));
   return m;
 }
 
@@ -182,15 +204,17 @@ Status GptModel::record_block(tensor::Tape& tape, int layer, const std::vector<V
   const Var& in = layer == 0 ? encoded_ : blocks_[size_t(layer - 1)].res3;
   BlockActs& a = blocks_[size_t(layer)];
   const GradInit fresh = GradInit::kOverwrite;  // the op is the first writer of that activation gradient
-  const bool recompute = true;  // ln1, ln2 and fch_gelu live in buffers shared by every block (carve)
+  // What lives in a buffer shared by every block (carve) is recomputed in backward.
+  const bool recompute_ln = options_.recompute == Recompute::kLayerNormsAndGelu;
+  const bool recompute_gelu = options_.recompute != Recompute::kNone;
   ZW_TRY(record::layernorm(tape, a.ln1, a.ln1_mean, a.ln1_rstd, in, p[kLn1W], p[kLn1B], GradInit::kAccumulate,
-                           recompute));
+                           recompute_ln));
   ZW_TRY(record::linear(tape, a.qkv, a.ln1, p[kQkvW], p[kQkvB], fresh));
   ZW_TRY(record::attention(tape, a.atty, a.att_stats, att_scratch_, a.qkv, layout_.config.num_heads, fresh));
   ZW_TRY(record::linear(tape, a.attproj, a.atty, p[kAttnProjW], p[kAttnProjB], fresh));
   ZW_TRY(record::residual_layernorm(tape, a.res2, a.ln2, a.ln2_mean, a.ln2_rstd, in, a.attproj, p[kLn2W], p[kLn2B],
-                                    recompute));
-  ZW_TRY(record::linear_gelu(tape, a.fch_gelu, a.fch, a.ln2, p[kFcW], p[kFcB], fresh, recompute));
+                                    recompute_ln));
+  ZW_TRY(record::linear_gelu(tape, a.fch_gelu, a.fch, a.ln2, p[kFcW], p[kFcB], fresh, recompute_gelu));
   ZW_TRY(record::gelu_linear(tape, a.fcproj, a.fch_gelu.value, a.fch, p[kMlpProjW], p[kMlpProjB]));
   return record::residual(tape, a.res3, a.res2, a.fcproj);
 }

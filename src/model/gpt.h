@@ -17,14 +17,16 @@
 // forward pass, scaled by the provider's loss scale), so the logits buffer holds gradients after a training
 // forward; evaluation writes probabilities there; a forward without targets leaves logits.
 // The loss stays on the device until loss() is asked (one synchronization).
-// Activation values: what backward needs is kept per block, except the layernorm and GELU outputs, which backward
-// recomputes (tape.h) from the kept inputs and statistics; one buffer holds each for every block in turn.
+// Activation values: what backward needs is kept per block, except what GptOptions::recompute names — by default the
+// layernorm and GELU outputs — which backward recomputes (tape.h) from the kept inputs and statistics; one buffer then
+// holds each for every block in turn.
 // Threading: one thread per model. Non-goals: inference caches, dropout, recomputing more than pointwise ops (whole
 // blocks), other architectures.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/gpt_layout.h"
@@ -36,12 +38,23 @@
 
 namespace zw::model {
 
+// Which pointwise outputs backward recomputes instead of keeping one per block (memory per block and token, in
+// values of the compute dtype: the layernorm outputs 2·C, the GELU output 4·C).
+enum class Recompute : uint8_t {
+  kLayerNormsAndGelu,  // ln1, ln2 and gelu(fch): the least memory
+  kGelu,               // gelu(fch) only; ln1 and ln2 kept per block
+  kNone,               // everything kept
+};
+const char* recompute_name(Recompute r);                  // "all", "gelu", "none"
+Result<Recompute> parse_recompute(const std::string& s);  // the inverse; kInvalidArgument naming the choices
+
 struct GptOptions {
   int batch = 1;                             // sequences per forward (the micro batch)
   int seq_len = 0;                           // T; 0 means config.max_seq_len
   MemKind device = MemKind::kHost;           // where activations live and ops run
   DataType dtype = DataType::kFloat32;       // compute dtype: f32/f64 on the CPU; f32, bf16 or f16 on CUDA
   tensor::CudaContext* cuda = nullptr;       // CUDA: the context the ops run with (current while the model runs)
+  Recompute recompute = Recompute::kLayerNormsAndGelu;  // what backward recomputes (above)
 };
 
 // What a forward pass is for.

@@ -39,10 +39,12 @@ FlatParams flat_params(const GptLayout& layout, const Flat& f, bool grads = true
                     DataType::kFloat32);
 }
 
-std::unique_ptr<GptModel> make_model(const GptLayout& layout, int batch, int seq) {
+std::unique_ptr<GptModel> make_model(const GptLayout& layout, int batch, int seq,
+                                     Recompute recompute = Recompute::kLayerNormsAndGelu) {
   GptOptions o;
   o.batch = batch;
   o.seq_len = seq;
+  o.recompute = recompute;
   auto m = GptModel::create(layout, o);
   EXPECT_TRUE(m.ok()) << m.status().to_string();
   return m.ok() ? std::move(m).value() : nullptr;
@@ -252,6 +254,54 @@ TEST(GptModel, LossScaleScalesGradientsOnly) {
   EXPECT_EQ(model->loss().value(), loss1);
   for (int64_t i = 0; i < layout->total_numel; ++i)  // a power of two scales f32 exactly
     ASSERT_EQ(f.grads.data<float>()[i], 1024.0f * g1[size_t(i)]) << i;
+}
+
+// What backward recomputes changes the memory only: on the CPU the replay writes the bits forward wrote, so every
+// choice gives the same loss and gradients; keeping the layernorm outputs costs 2L - 1 more [B,T,C] buffers, keeping
+// the GELU outputs L - 1 more [B,T,4C] ones.
+TEST(GptModel, RecomputeChoicesChangeMemoryNotResults) {
+  const GptConfig c = tiny_config();
+  auto layout = make_gpt_layout(c);
+  ASSERT_TRUE(layout.ok());
+  const int B = 2, T = 8, L = c.num_layers;
+  std::vector<int32_t> tok, tgt;
+  make_batch(c, B, T, &tok, &tgt);
+  struct Run {
+    double loss;
+    std::vector<float> grads;
+    size_t bytes;
+  };
+  std::vector<Run> runs;
+  for (Recompute r : {Recompute::kLayerNormsAndGelu, Recompute::kGelu, Recompute::kNone}) {
+    SCOPED_TRACE(recompute_name(r));
+    Flat f = make_flat(*layout, 11);
+    FlatParams params = flat_params(*layout, f);
+    auto model = make_model(*layout, B, T, r);
+    ASSERT_TRUE(model);
+    ASSERT_TRUE(model->forward(params, tok.data(), tgt.data(), Pass::kTrain).ok());
+    ASSERT_TRUE(model->backward(params).ok());
+    runs.push_back({model->loss().value(),
+                    std::vector<float>(f.grads.data<float>(), f.grads.data<float>() + layout->total_numel),
+                    model->activation_bytes()});
+  }
+  for (size_t i = 1; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i].loss, runs[0].loss) << i;
+    EXPECT_EQ(std::memcmp(runs[i].grads.data(), runs[0].grads.data(), runs[0].grads.size() * 4), 0) << i;
+  }
+  const size_t btc = size_t(B) * T * c.d_model * sizeof(float), slack = 256;  // the arena aligns every take
+  const size_t ln_more = size_t(2 * L - 1) * btc, gelu_more = size_t(L - 1) * 4 * btc;
+  EXPECT_GE(runs[1].bytes - runs[0].bytes, ln_more);
+  EXPECT_LE(runs[1].bytes - runs[0].bytes, ln_more + (2 * L) * slack);
+  EXPECT_GE(runs[2].bytes - runs[1].bytes, gelu_more);
+  EXPECT_LE(runs[2].bytes - runs[1].bytes, gelu_more + L * slack);
+}
+
+TEST(GptModel, RecomputeNamesParse) {
+  for (Recompute r : {Recompute::kLayerNormsAndGelu, Recompute::kGelu, Recompute::kNone})
+    EXPECT_EQ(parse_recompute(recompute_name(r)).value(), r);
+  const auto bad = parse_recompute("ln");
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("use all"), std::string::npos) << bad.status().to_string();
 }
 
 TEST(GptModel, ErrorPaths) {

@@ -43,6 +43,7 @@ struct TrainConfig {
   std::string dtype = "auto";                    // "bf16", "fp16", "fp32", or "auto" (bf16 on cuda, fp32 on cpu)
   double peak_tflops = 989.4;                    // MFU denominator: H100/H200 SXM dense bf16 (datasheet)
   bool profile = false;                          // CUDA: per-op device time, printed at the end of the run
+  std::string recompute = "all";                 // what backward recomputes: all, gelu or none (model::Recompute)
   int grad_accum = 1;                            // fills "auto" gradient_accumulation_steps of a DeepSpeed config
   std::set<std::string> flags_given;             // flags set on the command line ("--lr"): who won against the file
   zero::SchedulerConfig ds_scheduler;            // a DeepSpeed "scheduler" block (ZeRO); kNone: warmup + cosine

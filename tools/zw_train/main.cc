@@ -56,6 +56,11 @@ void add_train_flags(CLI::App& app, zw::train::TrainConfig& c) {
       ->capture_default_str();
   app.add_option("--peak-tflops", c.peak_tflops, "MFU denominator in TFLOP/s (default: H100/H200 SXM dense bf16)")
       ->capture_default_str();
+  app.add_option("--recompute", c.recompute,
+                 "activations backward recomputes instead of keeping per block: all (layernorm and GELU outputs; the "
+                 "least memory), gelu (the GELU output only) or none")
+      ->check(CLI::IsMember({"all", "gelu", "none"}))
+      ->capture_default_str();
   app.add_flag("--profile", c.profile,
                "CUDA: time every op on the device (CUDA events) from the second step on and print a table per step");
   app.add_option("--timeline", c.timeline,

@@ -97,6 +97,7 @@ Status Trainer::init(
   mo.device = place_.device;
   mo.dtype = place_.dtype;
   mo.cuda = cuda_.get();
+  ZW_ASSIGN_OR_RETURN(mo.recompute, model::parse_recompute(c_.recompute));
   ZW_ASSIGN_OR_RETURN(model_, model::GptModel::create(layout_, mo));
   flops_per_token_ = flops_per_token(c_.model, layout_.num_params);
   rng_ = SplitMix(c_.seed ^ 0xda7a5eedull);

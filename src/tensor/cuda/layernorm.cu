@@ -9,10 +9,16 @@
 // butterfly over the warp, so the bits do not change between runs.
 // residual_layernorm_forward rounds res = a + b to the storage dtype, stores it, and normalizes those rounded
 // values (what a separate residual_forward + layernorm_forward would compute), in one kernel.
-// Backward: dinp by the row kernels (rstd·(g - mean(g) - xhat·mean(g·xhat)), g = dout·weight). dweight/dbias by
-// a column kernel: block (channel block of 32 groups, chunk of rows) with 8 warps striding the chunk's rows; the
-// warps' sums are combined in warp order through shared memory into one f32 partial per (chunk, channel) in the
-// context scratch; column_sums.cuh adds each channel's partials in a fixed order into dweight/dbias. No atomics.
+// Backward: dinp = rstd·(g - mean(g) - xhat·mean(g·xhat)), g = dout·weight, and dweight/dbias as one f32 partial
+// per (chunk of rows, channel) in the context scratch, which column_sums.cuh adds in a fixed order into
+// dweight/dbias. No atomics. Two ways, the same sums in the same order:
+//  - one pass (16-bit values, C a multiple of 8 up to 1024 — at most 4 packs of 8 per lane —, 16-byte aligned
+//    tensors, all three gradients asked for; GPT-2 124M's and 350M's layernorms): one block per chunk; its 8 warps take
+//    the chunk's rows in turn (warp y: rows y, y + 8, ...), each lane keeps the dweight/dbias sums of its own columns
+//    in registers while it writes dinp, and the warps' sums are added in warp order through shared memory at the end.
+//    dout and inp are read once.
+//  - otherwise two kernels: the row kernels for dinp, and a column kernel (block: channel block of 32 groups, chunk
+//    of rows; the same warp order and chunks) for the partials, which reads dout and inp again.
 // Non-goals: RMSNorm, C large enough that 2·chunks·C floats of partials do not fit the scratch.
 #include <cstdint>
 #include <initializer_list>
@@ -243,6 +249,98 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// One pass over the chunk blockIdx.x of rows: dinp as layernorm_dinp_packed computes it, and the chunk's dweight/dbias
+// partials as layernorm_dparams_partial sums them (same rows per warp, same order: the same bits). 16-bit T only;
+// J packs per lane; the row's values stay packed in registers (dout, inp and the weight: 3·J 16-byte packs).
+template <class T, int J, bool kAccumulate>
+__global__ void __launch_bounds__(kThreads)
+    layernorm_backward_one_pass(T* dinp, float* part_dw, float* part_db, const T* dout, const T* inp, const T* weight,
+                                const float* mean, const float* rstd, int64_t N, int C, int64_t rows_per_chunk) {
+  constexpr int P = kPack<T>;
+  static_assert(P == 8, "16-bit values");
+  const int lane = int(threadIdx.x % 32), wy = int(threadIdx.x / 32);
+  const int npacks = C / P;
+  const int64_t r0 = int64_t{blockIdx.x} * rows_per_chunk;
+  const int64_t r1 = r0 + rows_per_chunk < N ? r0 + rows_per_chunk : N;
+  Pack<T> w[J];
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+    if (lane + 32 * j < npacks) w[j] = reinterpret_cast<const Pack<T>*>(weight)[lane + 32 * j];
+  float dw[J][P] = {}, db[J][P] = {};
+  for (int64_t r = r0 + wy; r < r1; r += kRowsPerBlock) {
+    const Pack<T>* dy_row = reinterpret_cast<const Pack<T>*>(dout + r * C);
+    const Pack<T>* x_row = reinterpret_cast<const Pack<T>*>(inp + r * C);
+    const float m = mean[r], s = rstd[r];
+    Pack<T> dy[J], x[J];
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      if (lane + 32 * j < npacks) {
+        dy[j] = dy_row[lane + 32 * j];
+        x[j] = x_row[lane + 32 * j];
+      }
+    }
+    float gs = 0.0f, gxs = 0.0f;
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      if (lane + 32 * j < npacks) {
+#pragma unroll
+        for (int k = 0; k < P; ++k) {
+          const float g = to_f32(dy[j].v[k]) * to_f32(w[j].v[k]);
+          gs += g;
+          gxs += g * ((to_f32(x[j].v[k]) - m) * s);
+        }
+      }
+    }
+    const float g_mean = warp_sum(gs) / float(C), gx_mean = warp_sum(gxs) / float(C);
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      if (lane + 32 * j < npacks) {
+        T* out = dinp + r * C + (lane + 32 * j) * P;
+        float d[P];
+#pragma unroll
+        for (int k = 0; k < P; ++k) {
+          const float dyk = to_f32(dy[j].v[k]), xh = (to_f32(x[j].v[k]) - m) * s;
+          d[k] = s * (dyk * to_f32(w[j].v[k]) - g_mean - xh * gx_mean);
+          dw[j][k] += dyk * xh;
+          db[j][k] += dyk;
+        }
+        if constexpr (kAccumulate) {
+          float prev[P];
+          load_f32<P>(out, prev);
+#pragma unroll
+          for (int k = 0; k < P; ++k) d[k] = prev[k] + d[k];
+        }
+        store_f32<P>(out, d);
+      }
+    }
+  }
+  // The warps' sums, added in warp order: one pack column (32 lanes × P values) at a time through shared memory.
+  __shared__ float sh_dw[kRowsPerBlock][32 * P];
+  __shared__ float sh_db[kRowsPerBlock][32 * P];
+  float* pw = part_dw + int64_t{blockIdx.x} * C;
+  float* pb = part_db + int64_t{blockIdx.x} * C;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      sh_dw[wy][lane * P + k] = dw[j][k];
+      sh_db[wy][lane * P + k] = db[j][k];
+    }
+    __syncthreads();
+    const int e = int(threadIdx.x);  // kThreads == 32·P: one value of the pack column per thread
+    if (32 * j * P + e < C) {
+      float sw = 0.0f, sb = 0.0f;
+      for (int y = 0; y < kRowsPerBlock; ++y) {
+        sw += sh_dw[y][e];
+        sb += sh_db[y][e];
+      }
+      pw[32 * j * P + e] = sw;
+      pb[32 * j * P + e] = sb;
+    }
+    __syncthreads();
+  }
+}
+
 // Calls fn(std::integral_constant<int, J>{}) for the smallest J in {1, 2, 4, 8, 16} with J ≥ need and
 // J·P ≤ kMaxRowFloats; false when there is none (the caller then takes the general path).
 template <int P, class Fn>
@@ -316,12 +414,13 @@ Status launch_dinp(const Tensor& dinp, const Tensor& dout, const Tensor& inp, co
   return Status();
 }
 
-// dweight/dbias through per-chunk partials in the context scratch (see the file comment).
-template <class T>
-Status launch_dparams(const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp,
-                      const Tensor& mean, const Tensor& rstd) {
-  const int64_t C = inp.shape.last(), N = inp.shape.rows();
-  CudaContext::Impl& ctx = current();
+// The chunks of rows whose dweight/dbias partials the backward writes (a function of the shape and the scratch only,
+// so the summation order never depends on the device), or an error when not even one partial row fits.
+struct Chunks {
+  int64_t count = 0, rows = 0;  // chunks, rows per chunk
+};
+Result<Chunks> param_chunks(int64_t N, int64_t C) {
+  const CudaContext::Impl& ctx = current();
   const int64_t fit = int64_t(ctx.scratch_bytes / (2 * sizeof(float) * size_t(C)));
   int64_t chunks = (N + kMinRowsPerChunk - 1) / kMinRowsPerChunk;
   chunks = chunks < kMaxChunks ? chunks : kMaxChunks;
@@ -331,24 +430,85 @@ Status launch_dparams(const Tensor& dweight, const Tensor& dbias, const Tensor& 
                                               " need " + std::to_string(2 * sizeof(float) * size_t(C)) +
                                               " bytes of CUDA context scratch, the context has " +
                                               std::to_string(ctx.scratch_bytes));
-  const int64_t rows_per_chunk = (N + chunks - 1) / chunks;
-  chunks = (N + rows_per_chunk - 1) / rows_per_chunk;
+  Chunks c;
+  c.rows = (N + chunks - 1) / chunks;
+  c.count = (N + c.rows - 1) / c.rows;
+  return c;
+}
+
+Status add_partials(const Tensor& dweight, const Tensor& dbias, const Chunks& chunks, int64_t C) {
+  const CudaContext::Impl& ctx = current();
   float* part_dw = static_cast<float*>(ctx.scratch);
-  float* part_db = part_dw + chunks * C;
-  const bool packed = C % kPack<T> == 0 && aligned16(dout.mem.ptr) && aligned16(inp.mem.ptr);
-  const int64_t groups = packed ? C / kPack<T> : C;
-  const dim3 grid{unsigned((groups + 31) / 32), unsigned(chunks)};
-  if (packed) {
-    layernorm_dparams_partial<T, kPack<T>><<<grid, kThreads, 0, ctx.stream>>>(
-        part_dw, part_db, dout.data<T>(), inp.data<T>(), mean.data<float>(), rstd.data<float>(), N, C, rows_per_chunk);
-  } else {
-    layernorm_dparams_partial<T, 1><<<grid, kThreads, 0, ctx.stream>>>(
-        part_dw, part_db, dout.data<T>(), inp.data<T>(), mean.data<float>(), rstd.data<float>(), N, C, rows_per_chunk);
-  }
-  ZW_CUDA_LAUNCH_TRY("layernorm_backward: partial dweight/dbias kernel");
   return add_column_sums(ctx.stream, "layernorm_backward: dweight/dbias kernel",
                          ColumnSumJob{dweight.defined() ? dweight.data<float>() : nullptr, part_dw},
-                         ColumnSumJob{dbias.defined() ? dbias.data<float>() : nullptr, part_db}, chunks, C);
+                         ColumnSumJob{dbias.defined() ? dbias.data<float>() : nullptr, part_dw + chunks.count * C},
+                         chunks.count, C);
+}
+
+// dweight/dbias through per-chunk partials in the context scratch (see the file comment).
+template <class T>
+Status launch_dparams(const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                      const Tensor& mean, const Tensor& rstd) {
+  const int64_t C = inp.shape.last(), N = inp.shape.rows();
+  ZW_ASSIGN_OR_RETURN(const Chunks chunks, param_chunks(N, C));
+  CudaContext::Impl& ctx = current();
+  float* part_dw = static_cast<float*>(ctx.scratch);
+  float* part_db = part_dw + chunks.count * C;
+  const bool packed = C % kPack<T> == 0 && aligned16(dout.mem.ptr) && aligned16(inp.mem.ptr);
+  const int64_t groups = packed ? C / kPack<T> : C;
+  const dim3 grid{unsigned((groups + 31) / 32), unsigned(chunks.count)};
+  if (packed) {
+    layernorm_dparams_partial<T, kPack<T>><<<grid, kThreads, 0, ctx.stream>>>(
+        part_dw, part_db, dout.data<T>(), inp.data<T>(), mean.data<float>(), rstd.data<float>(), N, C, chunks.rows);
+  } else {
+    layernorm_dparams_partial<T, 1><<<grid, kThreads, 0, ctx.stream>>>(
+        part_dw, part_db, dout.data<T>(), inp.data<T>(), mean.data<float>(), rstd.data<float>(), N, C, chunks.rows);
+  }
+  ZW_CUDA_LAUNCH_TRY("layernorm_backward: partial dweight/dbias kernel");
+  return add_partials(dweight, dbias, chunks, C);
+}
+
+// The one-pass backward (see the file comment) where it applies: 16-bit values, every gradient asked for, rows of
+// at most 4 packs per lane, 16-byte aligned tensors. False: the caller runs the two-kernel path.
+template <class T, bool kAccumulate>
+Result<bool> launch_one_pass(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                             const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
+  if constexpr (sizeof(T) != 2) {
+    return false;
+  } else {
+    const int64_t C = inp.shape.last(), N = inp.shape.rows();
+    constexpr int P = kPack<T>;
+    if (!dinp.defined() || !dweight.defined() || !dbias.defined() || C % P != 0 || C > 4 * 32 * P) return false;
+    for (const void* p : {dinp.mem.ptr, dout.mem.ptr, inp.mem.ptr, weight.mem.ptr})
+      if (!aligned16(p)) return false;
+    ZW_ASSIGN_OR_RETURN(const Chunks chunks, param_chunks(N, C));
+    CudaContext::Impl& ctx = current();
+    float* part_dw = static_cast<float*>(ctx.scratch);
+    float* part_db = part_dw + chunks.count * C;
+    auto run = [&](auto j) {
+      layernorm_backward_one_pass<T, decltype(j)::value, kAccumulate>
+          <<<unsigned(chunks.count), kThreads, 0, ctx.stream>>>(dinp.data<T>(), part_dw, part_db, dout.data<T>(),
+                                                                inp.data<T>(), weight.data<T>(), mean.data<float>(),
+                                                                rstd.data<float>(), N, int(C), chunks.rows);
+    };
+    switch ((C / P + 31) / 32) {
+      case 1:
+        run(std::integral_constant<int, 1>{});
+        break;
+      case 2:
+        run(std::integral_constant<int, 2>{});
+        break;
+      case 3:
+        run(std::integral_constant<int, 3>{});
+        break;
+      default:
+        run(std::integral_constant<int, 4>{});
+        break;
+    }
+    ZW_CUDA_LAUNCH_TRY("layernorm_backward: one-pass kernel");
+    ZW_TRY(add_partials(dweight, dbias, chunks, C));
+    return true;
+  }
 }
 
 }  // namespace
@@ -377,6 +537,11 @@ Status layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tenso
   if (inp.shape.rows() == 0 || inp.shape.last() == 0) return Status();
   return dispatch_dtype("layernorm_backward", inp.dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
+    const Result<bool> one_pass = init == GradInit::kOverwrite
+                                      ? launch_one_pass<T, false>(dinp, dweight, dbias, dout, inp, weight, mean, rstd)
+                                      : launch_one_pass<T, true>(dinp, dweight, dbias, dout, inp, weight, mean, rstd);
+    if (!one_pass.ok()) return one_pass.status();
+    if (one_pass.value()) return Status();
     if (dweight.defined() || dbias.defined()) ZW_TRY(launch_dparams<T>(dweight, dbias, dout, inp, mean, rstd));
     if (!dinp.defined()) return Status();
     if (init == GradInit::kOverwrite) return launch_dinp<T, false>(dinp, dout, inp, weight, mean, rstd);

@@ -50,7 +50,7 @@ void make_batch(const GptConfig& c, std::vector<int32_t>* tok, std::vector<int32
 
 // One logits pass and one training micro step of `layout` with `params` (host f32) on the device and dtype given.
 StepResult run_step(const GptLayout& layout, const std::vector<float>& params, MemKind device, DataType dtype,
-                    tensor::CudaContext* cuda) {
+                    tensor::CudaContext* cuda, Recompute recompute = Recompute::kLayerNormsAndGelu) {
   StepResult r;
   const Shape flat{layout.total_numel};
   std::unique_ptr<tensor::CudaScope> scope;
@@ -71,6 +71,7 @@ StepResult run_step(const GptLayout& layout, const std::vector<float>& params, M
   o.device = device;
   o.dtype = dtype;
   o.cuda = cuda;
+  o.recompute = recompute;
   auto model = GptModel::create(layout, o);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   if (!model.ok()) return r;
@@ -128,6 +129,32 @@ TEST_P(GptCudaVsCpu, OneStepMatchesTheCpuPath) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GptCudaVsCpu, ::testing::ValuesIn(tensor::cuda_test::kDtypes),
                          tensor::cuda_test::dtype_param_name);
+
+// Keeping the layernorm outputs, or every activation, instead of recomputing them gives a step that matches the CPU
+// as closely (bf16's bounds), and is deterministic too. The bits may differ from the default's: the kept GELU comes
+// from cuBLASLt's epilogue (f32 sum), the recomputed one from the rounded pre-activation.
+TEST(GptCuda, RecomputeChoicesMatchTheCpuPath) {
+  const Bounds b{1e-2, 3e-2, 6e-2};
+  auto layout = make_gpt_layout(test_config());
+  ASSERT_TRUE(layout.ok());
+  const std::vector<float> params = init_params(*layout);
+  const StepResult cpu = run_step(*layout, params, MemKind::kHost, DataType::kFloat32, nullptr);
+  auto ctx = tensor::CudaContext::create();
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  for (Recompute r : {Recompute::kGelu, Recompute::kNone}) {
+    SCOPED_TRACE(recompute_name(r));
+    const StepResult gpu = run_step(*layout, params, MemKind::kCudaDevice, DataType::kBFloat16, ctx->get(), r);
+    EXPECT_LE(std::fabs(gpu.loss - cpu.loss), b.loss * std::fabs(cpu.loss))
+        << "gpu " << gpu.loss << " cpu " << cpu.loss;
+    for (const tensor::UnitLayout& u : layout->units)
+      EXPECT_TRUE(tensor::cuda_test::close(unit_slice(gpu.grads, u), unit_slice(cpu.grads, u), b.grads))
+          << "gradients of unit " << u.name;
+    const StepResult again = run_step(*layout, params, MemKind::kCudaDevice, DataType::kBFloat16, ctx->get(), r);
+    EXPECT_EQ(again.loss, gpu.loss);
+    ASSERT_EQ(again.grads.size(), gpu.grads.size());
+    EXPECT_EQ(std::memcmp(again.grads.data(), gpu.grads.data(), gpu.grads.size() * 4), 0);
+  }
+}
 
 TEST(GptCuda, TwoRunsGiveTheSameBits) {
   auto layout = make_gpt_layout(test_config());

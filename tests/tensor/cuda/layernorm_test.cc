@@ -7,6 +7,7 @@
 //    summation order differs, ~√C·2⁻²⁴ ≲ 1e-6): 1e-5;
 //  - bf16 outputs 5e-3, f16 outputs 1e-3: one rounding to the dtype (≤ 2⁻⁹ resp. 2⁻¹² relative per element) on
 //    top of the f32 differences.
+// The one-pass backward (16-bit, C <= 1024, every gradient) is checked against the two-kernel path bit for bit.
 // Shapes: C = 24 (register path, one pack per lane), C = 1 and C = 13 (the general path), C = 2048 (the largest
 // register-resident row), C = 3000 (general path above it), 2048 rows of C = 768 (GPT-2 small), and a misaligned
 // view (general path with an aligned C).
@@ -204,6 +205,43 @@ TEST_P(CudaLayerNorm, BackwardIsDeterministic) {
     ASSERT_EQ(runs[0][i].size(), runs[1][i].size());
     EXPECT_EQ(std::memcmp(runs[0][i].data(), runs[1][i].data(), runs[0][i].size() * sizeof(float)), 0)
         << "output " << i << " differs between two runs";
+  }
+}
+
+// With all three gradients asked for, 16-bit rows of C <= 1024 take the one-pass kernel; one gradient at a time
+// takes the row kernel (dinp) and the column kernel (dweight, dbias). Both sum the same terms in the same order, so
+// they agree bit for bit (f32 takes the two kernels both times). C = 24, 768, 1000 (the last pack column partly
+// filled), 1024 (4 packs per lane).
+TEST_P(CudaLayerNorm, OnePassAndTwoKernelsGiveTheSameBits) {
+  const DataType d = GetParam();
+  for (const RowsC& rc : {RowsC{7, 24}, RowsC{2048, 768}, RowsC{33, 1000}, RowsC{5, 1024}}) {
+    for (GradInit init : {GradInit::kAccumulate, GradInit::kOverwrite}) {
+      SCOPED_TRACE("rows " + std::to_string(rc.rows) + " C " + std::to_string(rc.C) +
+                   (init == GradInit::kAccumulate ? " accumulate" : " overwrite"));
+      LnCase k = make_case(rc, d, rng_);
+      const size_t n = k.x.size();
+      std::vector<float> dy = random_values(n, rng_, d), prior = random_values(n, rng_, d);
+      std::vector<float> pw = random_values(size_t(rc.C), rng_, DataType::kFloat32);
+      OwnedTensor x = upload(k.x, d, k.shape), w = upload(k.w, d, k.cshape), dout = upload(dy, d, k.shape);
+      OwnedTensor mean = upload(k.mean, DataType::kFloat32, k.stats);
+      OwnedTensor rstd = upload(k.rstd, DataType::kFloat32, k.stats);
+      std::vector<float> got[2][3];  // [all at once, one at a time][dinp, dweight, dbias]
+      for (int way = 0; way < 2; ++way) {
+        OwnedTensor dinp = upload(prior, d, k.shape);
+        OwnedTensor dw = upload(pw, DataType::kFloat32, k.cshape), db = upload(pw, DataType::kFloat32, k.cshape);
+        if (way == 0) {
+          ASSERT_TRUE(layernorm_backward(dinp, dw, db, dout, x, w, mean, rstd, init).ok());
+        } else {
+          ASSERT_TRUE(layernorm_backward(dinp, Tensor{}, Tensor{}, dout, x, w, mean, rstd, init).ok());
+          ASSERT_TRUE(layernorm_backward(Tensor{}, dw, db, dout, x, w, mean, rstd, init).ok());
+        }
+        got[way][0] = download(dinp);
+        got[way][1] = download(dw);
+        got[way][2] = download(db);
+      }
+      const char* names[] = {"dinp", "dweight", "dbias"};
+      for (int i = 0; i < 3; ++i) EXPECT_TRUE(same_bits(got[0][i], got[1][i])) << names[i];
+    }
   }
 }
 
