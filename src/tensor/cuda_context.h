@@ -55,20 +55,12 @@ enum class AttentionKernels {
   kZerowire,  // zerowire's own kernels only
 };
 
-// How linear_backward forms the bias gradient Σ_rows dout (both deterministic; see tensor/cuda/linear.cu).
-enum class BiasGradKernels {
-  kFromKnob,    // ZW_CUDA_BIAS_GRAD: epilogue (the default) or sums
-  kEpilogue,    // in the weight-gradient matmul's epilogue (cuBLASLt BGRADB), where cuBLASLt offers it
-  kColumnSums,  // zerowire's two-stage column sums, after the matmul
-};
-
 struct CudaContextOptions {
   int device = 0;                               // CUDA device ordinal
   void* stream = nullptr;                       // cudaStream_t to queue on; null: the context makes its own
   size_t blas_workspace_bytes = size_t{32} << 20;  // cuBLASLt workspace (NVIDIA recommends 32 MiB on Hopper)
   size_t scratch_bytes = size_t{64} << 20;         // op scratch (see the header comment); also cuDNN's workspace
   AttentionKernels attention = AttentionKernels::kFromKnob;
-  BiasGradKernels bias_grad = BiasGradKernels::kFromKnob;
 };
 
 class CudaContext {
@@ -83,7 +75,6 @@ class CudaContext {
   int device() const;
   void* stream() const;  // cudaStream_t
   AttentionKernels attention() const;  // resolved: never kFromKnob
-  BiasGradKernels bias_grad() const;   // resolved: never kFromKnob
   // Device memory an op may use for its duration (stream-ordered; see the header comment).
   MemRef scratch() const;
   // Grows the scratch to at least `bytes` (after waiting for the stream), for setup code that learns what an op will

@@ -31,7 +31,6 @@ Result<std::unique_ptr<CudaContext>> CudaContext::create(const CudaContextOption
 int CudaContext::device() const { return -1; }
 void* CudaContext::stream() const { return nullptr; }
 AttentionKernels CudaContext::attention() const { return AttentionKernels::kZerowire; }
-BiasGradKernels CudaContext::bias_grad() const { return BiasGradKernels::kColumnSums; }
 MemRef CudaContext::scratch() const { return MemRef{}; }
 DeviceError* CudaContext::error_slot() const { return nullptr; }
 Status CudaContext::reserve_scratch(size_t) { return no_cuda("CudaContext::reserve_scratch"); }

@@ -94,18 +94,6 @@ Result<std::unique_ptr<CudaContext>> CudaContext::create(const CudaContextOption
                     "cuda context: ZW_CUDA_ATTENTION=" + want + " is not one of auto, cudnn or zw");
     }
   }
-  m.bias_grad = o.bias_grad;
-  if (m.bias_grad == BiasGradKernels::kFromKnob) {
-    const std::string& want = knobs().cuda_bias_grad;
-    if (want == "epilogue") {
-      m.bias_grad = BiasGradKernels::kEpilogue;
-    } else if (want == "sums") {
-      m.bias_grad = BiasGradKernels::kColumnSums;
-    } else {
-      return Status(Code::kInvalidArgument,
-                    "cuda context: ZW_CUDA_BIAS_GRAD=" + want + " is not one of epilogue or sums");
-    }
-  }
   ZW_CUDA_TRY(cudaSetDevice(o.device));
   if (o.stream != nullptr) {
     m.stream = static_cast<cudaStream_t>(o.stream);
@@ -136,7 +124,6 @@ Result<std::unique_ptr<CudaContext>> CudaContext::create(const CudaContextOption
 int CudaContext::device() const { return impl_->device; }
 void* CudaContext::stream() const { return impl_->stream; }
 AttentionKernels CudaContext::attention() const { return impl_->attention; }
-BiasGradKernels CudaContext::bias_grad() const { return impl_->bias_grad; }
 MemRef CudaContext::scratch() const {
   return MemRef{impl_->scratch, impl_->scratch_bytes, MemKind::kCudaDevice, impl_->device};
 }

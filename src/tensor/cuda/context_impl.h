@@ -42,7 +42,6 @@ struct CudaContext::Impl {
   DeviceError* error_device = nullptr;  // the same memory as the device sees it
   std::unique_ptr<cuda::BlasPlans, cuda::BlasPlansDeleter> blas_plans;  // made by linear.cu on first use
   AttentionKernels attention = AttentionKernels::kAuto;                 // resolved (never kFromKnob)
-  BiasGradKernels bias_grad = BiasGradKernels::kEpilogue;               // resolved (never kFromKnob)
   std::unique_ptr<cuda::DnnState, cuda::DnnStateDeleter> dnn;           // made by the cuDNN attention on first use
   // Small host-to-device copies go through a ring of pinned slots, each reusable once its event has passed, so
   // that copy() returns at once and the caller may reuse its host buffer (tokens and targets of every step).

@@ -1,6 +1,6 @@
 // tensor/cuda/linear.cu — linear_forward / linear_backward (and the MLP's GELU pair, linear_gelu_forward /
-// linear_backward_gelu) on a CUDA device: cuBLASLt matmuls planned once per shape (the context's BlasPlans cache), the
-// bias gradient in the weight-gradient matmul's epilogue or by deterministic column sums.
+// linear_backward_gelu) on a CUDA device: cuBLASLt matmuls planned once per shape (the context's BlasPlans cache), and a
+// deterministic two-stage column sum for the bias gradient.
 //
 // Row-major tensors are column-major transposes, so every product is written for cuBLASLt as its transpose:
 //   forward  outᵀ[OC,N]  = W·inpᵀ       A = W   (C×OC, ld C, op T), B = inp  (C×N, ld C, op N),  D ld OC
@@ -8,30 +8,23 @@
 //   dweight  dWᵀ[C,OC]  += inpᵀ·dout    A = inp (C×N, ld C, op N),  B = dout (OC×N, ld OC, op T), D ld C (f32)
 // Values are f32, bf16 or f16 with CUBLAS_COMPUTE_32F (plain f32 for f32 tensors: no TF32) and f32 alpha/beta; the
 // weight gradient is f32 (bf16/f16 inputs, f32 output, beta = 1). The forward bias rides in the
-// CUBLASLT_EPILOGUE_BIAS epilogue (bias in the value dtype). GELU fusions: forward CUBLASLT_EPILOGUE_GELU_AUX(_BIAS)
-// writes gelu(sum) to D and the pre-activation to the aux matrix (same layout as D); the input gradient of the layer
-// after the GELU uses CUBLASLT_EPILOGUE_DGELU (D = product ∘ gelu'(aux)). cuBLASLt's GELU is the tanh form (GPT-2's);
-// where it offers no such kernel for a shape (the aux leading dimension must be a multiple of 8, aux 16-byte aligned),
-// the unfused pair (matmul, then pointwise.cu's GELU kernels) runs instead, with the same results up to rounding; so it
-// does for what ZW_CUDA_GELU_FUSION turns off (default "both": on an H200 GPT-2 124M trained 2 % faster with both
-// epilogues than with the forward one alone, 3 % faster than with none).
-//
-// The bias gradient db[OC] += Σ_rows dout, two ways (CudaContextOptions::bias_grad / ZW_CUDA_BIAS_GRAD):
-//  - epilogue (default): the weight-gradient matmul reduces its B operand (dout) over k = N in its epilogue
-//    (CUBLASLT_EPILOGUE_BGRADB, f32) into the context scratch while it reads dout anyway, then one small kernel adds
-//    those OC floats into db (cuBLASLt overwrites its bias output; parameter gradients accumulate). Without a weight
-//    gradient, or where cuBLASLt offers no BGRADB kernel for the key, the column sums run instead.
-//  - sums: our own kernel pair: stage 1 sums fixed row blocks per column into f32 partials in the context scratch,
-//    stage 2 (column_sums.cuh) adds the partials of each column in a fixed order into db — no atomics, a fixed order.
+// CUBLASLT_EPILOGUE_BIAS epilogue (bias in the value dtype). GELU fusions: forward CUBLASLT_EPILOGUE_GELU_AUX(_BIAS) writes
+// gelu(sum) to D and the pre-activation to the aux matrix (same layout as D); the input gradient of the layer after the
+// GELU uses CUBLASLT_EPILOGUE_DGELU (D = product ∘ gelu'(aux)). cuBLASLt's GELU is the tanh form (GPT-2's); where it
+// offers no such kernel for a shape (the aux leading dimension must be a multiple of 8, aux 16-byte aligned), the
+// unfused pair (matmul, then pointwise.cu's GELU kernels) runs instead, with the same results up to rounding; so it does
+// for what ZW_CUDA_GELU_FUSION turns off (default "both": on an H200 GPT-2 124M trained 2 % faster with both epilogues
+// than with the forward one alone, 3 % faster than with none). The bias gradient db[OC] += Σ_rows dout is our own kernel pair: stage 1 sums fixed row blocks per column into f32 partials in the context scratch, stage 2
+// (column_sums.cuh) adds the partials of each column in a fixed order into db — no atomics, a fixed order, the same bits on every run.
 // cuBLAS documents bit-wise reproducible results for one toolkit version on one GPU model, and its split-K
 // reduction schemes (in place with ordering counters, or a separate reduction pass) are all ordered; we opt into
-// nothing that is not (no atomic-sync attributes). The plan cache fixes the algorithm per shape and alignment, so the
-// epilogue's sums too are the same bits on every run.
+// nothing that is not (no atomic-sync attributes). The plan cache fixes the algorithm per shape and alignment.
 // Allocation: the FIRST call of each distinct plan key (shape, dtypes, epilogue, beta, pointer alignments) creates
 // the cache (once per context) and one host-side entry (cuBLASLt descriptors, heuristic query); later calls with
 // that key allocate nothing and only queue work on the context's stream.
-// Non-goals: batched/strided matmul, autotuning beyond cuBLASLt's first heuristic answer (the 26th session measured
-// the fastest of its candidates under 1 % either way).
+// Non-goals: batched/strided matmul; the bias gradient in cuBLASLt's BGRADB epilogue (tried on an H100 in the 32nd
+// session: the weight-gradient matmuls with it took 0.13 ms more per GPT-2 124M step than without it plus our column
+// sums, docs/PERF.md); autotuning beyond cuBLASLt's first heuristic answer.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -54,10 +47,9 @@ namespace {
 
 enum class GemmKind : int64_t { kForward, kDinp, kDweight };
 enum class Fusion : int64_t {
-  kNone,    // D = product (+ bias)
-  kGelu,    // D = gelu(product (+ bias)), aux = product (+ bias)
-  kDgelu,   // D = product ∘ gelu'(aux)
-  kBgradb,  // D = product; bias (f32, [n]) = Σ_k op(B), written (the weight gradient's bias gradient)
+  kNone,   // D = product (+ bias)
+  kGelu,   // D = gelu(product (+ bias)), aux = product (+ bias)
+  kDgelu,  // D = product ∘ gelu'(aux)
 };
 
 const char* gemm_name(GemmKind kind) {
@@ -85,7 +77,6 @@ struct Gemm {
   const void* bias = nullptr;  // non-null: the bias epilogue with this [m] vector
   Fusion fusion = Fusion::kNone;
   void* aux = nullptr;  // kGelu: written (pre-activation); kDgelu: read; laid out as D (ld ldd)
-  // bias: read by the forward epilogues; written by kBgradb (then in the dtype of D)
   float beta = 0.0f;
 };
 
@@ -95,8 +86,6 @@ cublasLtEpilogue_t epilogue_of(const Gemm& g) {
       return g.bias != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     case Fusion::kDgelu:
       return CUBLASLT_EPILOGUE_DGELU;
-    case Fusion::kBgradb:
-      return CUBLASLT_EPILOGUE_BGRADB;
     default:
       return g.bias != nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   }
@@ -126,10 +115,7 @@ std::string describe(const Gemm& g) {
   return std::string(gemm_name(g.kind)) + ": m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
          " k=" + std::to_string(g.k) + " (A/B " + dtype_name(g.ab) + ", C/D " + dtype_name(g.cd) +
          (g.bias != nullptr ? ", bias" : "") +
-         (g.fusion == Fusion::kGelu     ? ", gelu epilogue"
-          : g.fusion == Fusion::kDgelu  ? ", dgelu epilogue"
-          : g.fusion == Fusion::kBgradb ? ", bias-gradient epilogue"
-                                        : "") +
+         (g.fusion == Fusion::kGelu ? ", gelu epilogue" : g.fusion == Fusion::kDgelu ? ", dgelu epilogue" : "") +
          ", beta " + (g.beta != 0.0f ? "1" : "0") + ")";
 }
 
@@ -203,7 +189,7 @@ Status make_descriptors(const Gemm& g, Plan* p) {
     // The heuristic reads the pointer's alignment; run_gemm sets the pointer of each call again.
     ZW_BLAS_TRY(g, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
   }
-  if (g.fusion == Fusion::kGelu || g.fusion == Fusion::kDgelu) {
+  if (g.fusion != Fusion::kNone) {
     const int64_t aux_ld = g.ldd;
     ZW_BLAS_TRY(g, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld,
                                                   sizeof(aux_ld)));
@@ -270,10 +256,8 @@ Result<const Plan*> find_plan(const Gemm& g, CudaContext::Impl& ctx) {
   return &plans.emplace(key, plan).first->second;
 }
 
-// Whether g's epilogue is asked for: the bias gradient's by the context (bias_grad), the GELU's by
-// ZW_CUDA_GELU_FUSION: "none", "forward" (GELU_AUX only) or "both".
+// Whether ZW_CUDA_GELU_FUSION asks for g's epilogue: "none", "forward" (GELU_AUX only) or "both".
 bool fusion_wanted(Fusion f) {
-  if (f == Fusion::kBgradb) return current().bias_grad == BiasGradKernels::kEpilogue;
   const std::string& mode = knobs().cuda_gelu_fusion;
   if (mode == "none") return false;
   return f == Fusion::kGelu || mode == "both";
@@ -282,8 +266,7 @@ bool fusion_wanted(Fusion f) {
 // Whether cuBLASLt runs g's fused epilogue (planning it on first use); false: run the unfused pair instead.
 Result<bool> fusion_available(const Gemm& g) {
   if (!fusion_wanted(g.fusion)) return false;
-  const bool aux = g.fusion == Fusion::kGelu || g.fusion == Fusion::kDgelu;
-  if (aux && (g.ldd % 8 != 0 || alignment(g.aux) < 16)) return false;  // cuBLASLt's documented aux requirements
+  if (g.ldd % 8 != 0 || alignment(g.aux) < 16) return false;  // cuBLASLt's documented aux requirements
   ZW_ASSIGN_OR_RETURN(const Plan* plan, find_plan(g, current()));
   return plan->usable;
 }
@@ -295,7 +278,7 @@ Status run_gemm(const Gemm& g) {
   if (g.bias != nullptr)
     ZW_BLAS_TRY(g,
                 cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
-  if (g.fusion == Fusion::kGelu || g.fusion == Fusion::kDgelu)
+  if (g.fusion != Fusion::kNone)
     ZW_BLAS_TRY(g, cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux,
                                                   sizeof(g.aux)));
   const float alpha = 1.0f, beta = g.beta;
@@ -425,8 +408,6 @@ Gemm dinp_gemm(const Tensor& dinp, const Tensor& dout, const Tensor& weight, int
   return g;
 }
 
-// dweight += inpᵀ·dout and dbias += Σ_rows dout: with both, the bias gradient in the matmul's epilogue where the
-// context asks for it and cuBLASLt offers it (into the scratch, then added: see the top of the file).
 Status dweight_dbias(const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp, int64_t N,
                      int64_t C, int64_t OC) {
   if (dweight.defined() && OC > 0 && C > 0) {
@@ -439,19 +420,6 @@ Status dweight_dbias(const Tensor& dweight, const Tensor& dbias, const Tensor& d
     g.cd = DataType::kFloat32;
     g.a = inp.mem.ptr, g.b = dout.mem.ptr, g.d = dweight.mem.ptr;
     g.beta = 1.0f;
-    const CudaContext::Impl& ctx = current();
-    if (dbias.defined() && size_t(OC) * sizeof(float) <= ctx.scratch_bytes) {
-      Gemm fused = g;
-      fused.fusion = Fusion::kBgradb;
-      fused.bias = ctx.scratch;
-      ZW_ASSIGN_OR_RETURN(const bool available, fusion_available(fused));
-      if (available) {
-        ZW_TRY(run_gemm(fused));
-        return add_column_sums(ctx.stream, "linear_backward: dbias from the matmul epilogue",
-                               ColumnSumJob{dbias.data<float>(), static_cast<const float*>(ctx.scratch)},
-                               ColumnSumJob{}, 1, OC);
-      }
-    }
     ZW_TRY(run_gemm(g));
   }
   if (dbias.defined() && OC > 0) ZW_TRY(bias_grad(dbias, dout, N, OC));

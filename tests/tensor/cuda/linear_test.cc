@@ -8,8 +8,6 @@
 //  - f32 parameter gradients (dweight) from bf16/f16 inputs: 1e-4 — the products of 16-bit values are exact in f32,
 //    so only the accumulation order (tensor-core f32 accumulation vs OpenBLAS) differs; 1e-5 for f32 inputs.
 //  - dbias: 1e-5 for every dtype (f32 sums of the same rounded values, in another order).
-// The bias gradient is checked both ways it can be formed: in the weight-gradient matmul's epilogue (the fixture's
-// default context) and by zerowire's column sums (LinearColumnSumsTest's context).
 // Outputs are poisoned (NaN) before each run; gradients are pre-filled with known values and checked to be added
 // to (kAccumulate) or replaced (kOverwrite: pre-filled with NaN, which must not leak through).
 #include <gtest/gtest.h>
@@ -207,110 +205,6 @@ TEST_P(LinearTest, ForwardAndBackwardAreDeterministic) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, LinearTest, ::testing::ValuesIn(kDtypes), dtype_param_name);
-
-// The same checks on a context that forms the bias gradient by zerowire's column sums instead of the epilogue.
-class LinearColumnSumsTest : public CudaDtypeTest {
- protected:
-  void SetUp() override {
-    CudaDtypeTest::SetUp();
-    CudaContextOptions options;
-    options.bias_grad = BiasGradKernels::kColumnSums;
-    auto ctx = CudaContext::create(options);
-    ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
-    sums_ = std::move(ctx).value();
-    sums_scope_ = std::make_unique<CudaScope>(*sums_);
-  }
-  void TearDown() override {
-    if (sums_) {
-      const Status st = sums_->synchronize();
-      EXPECT_TRUE(st.ok()) << st.to_string();
-    }
-    sums_scope_.reset();
-    sums_.reset();
-    CudaDtypeTest::TearDown();
-  }
-  std::unique_ptr<CudaContext> sums_;
-  std::unique_ptr<CudaScope> sums_scope_;
-};
-
-TEST_P(LinearColumnSumsTest, BackwardMatchesCpuInBothGradInits) {
-  ASSERT_EQ(current_cuda_context()->bias_grad(), BiasGradKernels::kColumnSums);
-  for (const Dims& s : shapes()) {
-    for (GradInit init : {GradInit::kAccumulate, GradInit::kOverwrite}) {
-      SCOPED_TRACE(s.name() + (init == GradInit::kAccumulate ? " accumulate" : " overwrite"));
-      check_backward(GetParam(), s, init, rng_);
-    }
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Dtypes, LinearColumnSumsTest, ::testing::ValuesIn(kDtypes), dtype_param_name);
-
-// Both ways give the same bias gradient up to the f32 summation order, and each gives the same bits on every run.
-TEST_F(CudaOpTest, BiasGradientEpilogueAndColumnSumsAgree) {
-  const DataType d = DataType::kBFloat16;
-  const Dims& s = shapes()[1];
-  const Shape w_shape{s.oc, s.c()};
-  OwnedTensor inp = upload(random_values(s.inp.numel(), rng_, d), d, s.inp);
-  OwnedTensor dout = upload(random_values(s.out().numel(), rng_, d), d, s.out());
-  std::vector<float> db[2][2];  // [way][run]
-  for (int way = 0; way < 2; ++way) {
-    CudaContextOptions options;
-    options.bias_grad = way == 0 ? BiasGradKernels::kEpilogue : BiasGradKernels::kColumnSums;
-    auto ctx = CudaContext::create(options);
-    ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
-    CudaScope scope(**ctx);
-    for (auto& run : db[way]) {
-      OwnedTensor dw = upload(std::vector<float>(size_t(w_shape.numel()), 0.0f), DataType::kFloat32, w_shape);
-      OwnedTensor b = upload(std::vector<float>(size_t(s.oc), 0.5f), DataType::kFloat32, Shape{s.oc});
-      OwnedTensor w = upload(std::vector<float>(size_t(w_shape.numel()), 0.0f), d, w_shape);
-      ASSERT_TRUE(linear_backward(Tensor(), dw, b, dout, inp, w, GradInit::kOverwrite).ok());
-      run = download(b);
-    }
-    EXPECT_TRUE(same_bits(db[way][0], db[way][1]))
-        << (way == 0 ? "epilogue" : "column sums") << " differs between runs";
-  }
-  EXPECT_TRUE(close(db[0][0], db[1][0], kBiasGradTol));
-}
-
-// The epilogue needs only the OC floats of the bias gradient in scratch where the column sums need a partial row per
-// row block: with exactly OC floats of scratch the epilogue runs (on GPUs where cuBLASLt offers BGRADB for the
-// shape, as it does for GPT-2's on Hopper) and the column sums fail saying what they need. This is also how the test
-// knows the epilogue, not the fallback, ran.
-TEST_F(CudaOpTest, BiasGradientEpilogueRunsInOcFloatsOfScratch) {
-  const DataType d = DataType::kBFloat16;
-  const Dims& s = shapes()[1];
-  const Shape w_shape{s.oc, s.c()};
-  std::vector<float> inp = random_values(s.inp.numel(), rng_, d), dout = random_values(s.out().numel(), rng_, d);
-  for (BiasGradKernels way : {BiasGradKernels::kEpilogue, BiasGradKernels::kColumnSums}) {
-    const bool epilogue = way == BiasGradKernels::kEpilogue;
-    SCOPED_TRACE(epilogue ? "epilogue" : "column sums");
-    CudaContextOptions options;
-    options.scratch_bytes = size_t(s.oc) * sizeof(float);
-    options.bias_grad = way;
-    auto ctx = CudaContext::create(options);
-    ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
-    CudaScope scope(**ctx);
-    OwnedTensor dev_inp = upload(inp, d, s.inp), dev_dout = upload(dout, d, s.out());
-    OwnedTensor w = upload(std::vector<float>(size_t(w_shape.numel()), 0.0f), d, w_shape);
-    OwnedTensor dw = upload(std::vector<float>(size_t(w_shape.numel()), 0.0f), DataType::kFloat32, w_shape);
-    OwnedTensor db = upload(std::vector<float>(size_t(s.oc), 1.0f), DataType::kFloat32, Shape{s.oc});
-    const Status st = linear_backward(Tensor(), dw, db, dev_dout, dev_inp, w, GradInit::kOverwrite);
-    if (epilogue) {
-      ASSERT_TRUE(st.ok()) << st.to_string();
-      std::vector<float> want(size_t(s.oc), 1.0f), want_dw(size_t(w_shape.numel()), 0.0f);
-      std::vector<float> hw(size_t(w_shape.numel()), 0.0f);
-      ASSERT_TRUE(linear_backward(Tensor(), host_view(want_dw, w_shape), host_view(want, Shape{s.oc}),
-                                  host_view(dout, s.out()), host_view(inp, s.inp), host_view(hw, w_shape))
-                      .ok());
-      EXPECT_TRUE(close(download(db), want, kBiasGradTol)) << "dbias";
-      EXPECT_TRUE(close(download(dw), want_dw, param_grad_tol(d))) << "dweight";
-    } else {
-      EXPECT_EQ(st.code(), Code::kOutOfMemory) << st.to_string();
-      EXPECT_NE(st.message().find("bytes of context scratch"), std::string::npos) << st.to_string();
-    }
-    EXPECT_TRUE((*ctx)->synchronize().ok());
-  }
-}
 
 // The bias gradient's partial sums live in the context scratch; too little scratch is a clear error, not a crash.
 TEST_F(CudaOpTest, LinearBiasGradientNamesTheScratchItNeeds) {
