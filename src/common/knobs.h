@@ -59,7 +59,7 @@ struct Knobs {
   std::string cuda_algo;        // ZW_CUDA_ALGO: auto, direct or ring (node-local device-memory collectives)
   int64_t cuda_ce_bytes;        // ZW_CUDA_CE_BYTES: all-gathers of this many bytes per rank use copy engines
   int64_t cuda_oneshot_bytes;   // ZW_CUDA_ONESHOT_BYTES: one-shot all-reduce up to this many bytes read from peers
-  std::string cuda_gelu_fusion; // ZW_CUDA_GELU_FUSION: both, forward or none (the MLP's GELU in cuBLASLt epilogues)
+  std::string cuda_gelu_fusion;  // ZW_CUDA_GELU_FUSION: both, forward or none (the MLP's GELU in cuBLASLt epilogues)
   std::string cuda_attention;   // ZW_CUDA_ATTENTION: auto, cudnn or zw (which kernels run causal attention on CUDA)
   int64_t monitor;              // ZW_MONITOR: 1 = every operation leaves a record and updates the metrics
   int64_t monitor_records;      // ZW_MONITOR_RECORDS: records kept per communicator (ring size)

@@ -1,6 +1,6 @@
 // tensor/cuda/linear.cu — linear_forward / linear_backward (and the MLP's GELU pair, linear_gelu_forward /
-// linear_backward_gelu) on a CUDA device: cuBLASLt matmuls planned once per shape (the context's BlasPlans cache), and a
-// deterministic two-stage column sum for the bias gradient.
+// linear_backward_gelu) on a CUDA device: cuBLASLt matmuls planned once per shape (the context's BlasPlans cache), and
+// a deterministic two-stage column sum for the bias gradient.
 //
 // Row-major tensors are column-major transposes, so every product is written for cuBLASLt as its transpose:
 //   forward  outᵀ[OC,N]  = W·inpᵀ       A = W   (C×OC, ld C, op T), B = inp  (C×N, ld C, op N),  D ld OC
@@ -8,17 +8,18 @@
 //   dweight  dWᵀ[C,OC]  += inpᵀ·dout    A = inp (C×N, ld C, op N),  B = dout (OC×N, ld OC, op T), D ld C (f32)
 // Values are f32, bf16 or f16 with CUBLAS_COMPUTE_32F (plain f32 for f32 tensors: no TF32) and f32 alpha/beta; the
 // weight gradient is f32 (bf16/f16 inputs, f32 output, beta = 1). The forward bias rides in the
-// CUBLASLT_EPILOGUE_BIAS epilogue (bias in the value dtype). GELU fusions: forward CUBLASLT_EPILOGUE_GELU_AUX(_BIAS) writes
-// gelu(sum) to D and the pre-activation to the aux matrix (same layout as D); the input gradient of the layer after the
-// GELU uses CUBLASLT_EPILOGUE_DGELU (D = product ∘ gelu'(aux)). cuBLASLt's GELU is the tanh form (GPT-2's); where it
-// offers no such kernel for a shape (the aux leading dimension must be a multiple of 8, aux 16-byte aligned), the
-// unfused pair (matmul, then pointwise.cu's GELU kernels) runs instead, with the same results up to rounding; so it does
-// for what ZW_CUDA_GELU_FUSION turns off (default "both": on an H200 GPT-2 124M trained 2 % faster with both epilogues
-// than with the forward one alone, 3 % faster than with none). The bias gradient db[OC] += Σ_rows dout is our own kernel pair: stage 1 sums fixed row blocks per column into f32 partials in the context scratch, stage 2
-// (column_sums.cuh) adds the partials of each column in a fixed order into db — no atomics, a fixed order, the same bits on every run.
-// cuBLAS documents bit-wise reproducible results for one toolkit version on one GPU model, and its split-K
-// reduction schemes (in place with ordering counters, or a separate reduction pass) are all ordered; we opt into
-// nothing that is not (no atomic-sync attributes). The plan cache fixes the algorithm per shape and alignment.
+// CUBLASLT_EPILOGUE_BIAS epilogue (bias in the value dtype). GELU fusions: forward CUBLASLT_EPILOGUE_GELU_AUX(_BIAS)
+// writes gelu(sum) to D and the pre-activation to the aux matrix (same layout as D); the input gradient of the layer
+// after the GELU uses CUBLASLT_EPILOGUE_DGELU (D = product ∘ gelu'(aux)). cuBLASLt's GELU is the tanh form (GPT-2's);
+// where it offers no such kernel for a shape (the aux leading dimension must be a multiple of 8, aux 16-byte aligned),
+// the unfused pair (matmul, then pointwise.cu's GELU kernels) runs instead, with the same results up to rounding; so it
+// does for what ZW_CUDA_GELU_FUSION turns off (default "both": on an H200 GPT-2 124M trained 2 % faster with both
+// epilogues than with the forward one alone, 3 % faster than with none). The bias gradient db[OC] += Σ_rows dout is our
+// own kernel pair: stage 1 sums fixed row blocks per column into f32 partials in the context scratch, stage 2
+// (column_sums.cuh) adds the partials of each column in a fixed order into db — no atomics, a fixed order, the same
+// bits on every run. cuBLAS documents bit-wise reproducible results for one toolkit version on one GPU model, and its
+// split-K reduction schemes (in place with ordering counters, or a separate reduction pass) are all ordered; we opt
+// into nothing that is not (no atomic-sync attributes). The plan cache fixes the algorithm per shape and alignment.
 // Allocation: the FIRST call of each distinct plan key (shape, dtypes, epilogue, beta, pointer alignments) creates
 // the cache (once per context) and one host-side entry (cuBLASLt descriptors, heuristic query); later calls with
 // that key allocate nothing and only queue work on the context's stream.
@@ -115,7 +116,9 @@ std::string describe(const Gemm& g) {
   return std::string(gemm_name(g.kind)) + ": m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
          " k=" + std::to_string(g.k) + " (A/B " + dtype_name(g.ab) + ", C/D " + dtype_name(g.cd) +
          (g.bias != nullptr ? ", bias" : "") +
-         (g.fusion == Fusion::kGelu ? ", gelu epilogue" : g.fusion == Fusion::kDgelu ? ", dgelu epilogue" : "") +
+         (g.fusion == Fusion::kGelu    ? ", gelu epilogue"
+          : g.fusion == Fusion::kDgelu ? ", dgelu epilogue"
+                                       : "") +
          ", beta " + (g.beta != 0.0f ? "1" : "0") + ")";
 }
 
