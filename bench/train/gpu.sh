@@ -77,7 +77,8 @@
 #
 # Robustness: a run that fails or times out prints its last lines and shows "failed"/"timeout" in the table; the
 # comparison goes on. Exit status: 0 when every run ran, 75 when the only missing runs were skipped for the
-# deadline, 1 when one failed or timed out. Non-goals: accuracy (tests/train, tests/python), several hosts, CUDA graphs.
+# deadline, 1 when one failed or timed out. Non-goals: accuracy (tests/train, tests/python), several hosts, CUDA
+# graphs.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
