@@ -83,8 +83,7 @@ void GptModel::carve(Arena& values, Arena& grads) {
   block_grads_ = BlockGrads{grads.take(btc, D), grads.take(Shape{B, T, 3 * C}, D), grads.take(btc, D),
                             grads.take(Shape{B, T, 4 * C}, D)};
   const Tensor proj = value(btc);                 // attproj and fcproj of every block (forward only)
-  const bool share_ln = options_.recompute == Recompute::kLayerNormsAndGelu;
-  const bool share_gelu = options_.recompute != Recompute::kNone;
+  const bool share_ln = recomputes_layernorms(), share_gelu = recomputes_gelu();
   const Tensor ln = share_ln ? value(btc) : Tensor();                     // ln1 and ln2 of every block
   const Tensor gelu = share_gelu ? value(Shape{B, T, 4 * C}) : Tensor();  // gelu(fch) of every block
   encoded_ = Var{value(btc), dres_};
@@ -205,8 +204,7 @@ Status GptModel::record_block(tensor::Tape& tape, int layer, const std::vector<V
   BlockActs& a = blocks_[size_t(layer)];
   const GradInit fresh = GradInit::kOverwrite;  // the op is the first writer of that activation gradient
   // What lives in a buffer shared by every block (carve) is recomputed in backward.
-  const bool recompute_ln = options_.recompute == Recompute::kLayerNormsAndGelu;
-  const bool recompute_gelu = options_.recompute != Recompute::kNone;
+  const bool recompute_ln = recomputes_layernorms(), recompute_gelu = recomputes_gelu();
   ZW_TRY(record::layernorm(tape, a.ln1, a.ln1_mean, a.ln1_rstd, in, p[kLn1W], p[kLn1B], GradInit::kAccumulate,
                            recompute_ln));
   ZW_TRY(record::linear(tape, a.qkv, a.ln1, p[kQkvW], p[kQkvB], fresh));

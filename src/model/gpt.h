@@ -94,6 +94,9 @@ class GptModel {
   int64_t moved_segments() const { return moved_segments_; }
 
  private:
+  // What backward recomputes (GptOptions::recompute): those outputs share one buffer across blocks (carve).
+  bool recomputes_layernorms() const { return options_.recompute == Recompute::kLayerNormsAndGelu; }
+  bool recomputes_gelu() const { return options_.recompute != Recompute::kNone; }
   struct BlockActs {
     tensor::Var ln1, qkv, atty, attproj, res2, ln2, fch, fch_gelu, fcproj, res3;
     tensor::Tensor ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, att_stats;

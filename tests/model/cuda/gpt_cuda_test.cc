@@ -106,6 +106,22 @@ struct Bounds {
   double loss, logits, grads;
 };
 
+// The GPU step against the CPU's: loss, logits and every unit's gradients within b.
+void expect_matches_cpu(const StepResult& gpu, const StepResult& cpu, const Bounds& b, const GptLayout& layout) {
+  EXPECT_LE(std::fabs(gpu.loss - cpu.loss), b.loss * std::fabs(cpu.loss)) << "gpu " << gpu.loss << " cpu " << cpu.loss;
+  EXPECT_TRUE(tensor::cuda_test::close(gpu.logits, cpu.logits, b.logits)) << "logits";
+  for (const tensor::UnitLayout& u : layout.units)
+    EXPECT_TRUE(tensor::cuda_test::close(unit_slice(gpu.grads, u), unit_slice(cpu.grads, u), b.grads))
+        << "gradients of unit " << u.name;
+}
+
+// Two steps from the same start gave the same loss and gradient bits.
+void expect_same_bits(const StepResult& a, const StepResult& b) {
+  EXPECT_EQ(a.loss, b.loss);
+  ASSERT_EQ(a.grads.size(), b.grads.size());
+  EXPECT_EQ(std::memcmp(a.grads.data(), b.grads.data(), a.grads.size() * 4), 0);
+}
+
 class GptCudaVsCpu : public ::testing::TestWithParam<DataType> {};
 
 TEST_P(GptCudaVsCpu, OneStepMatchesTheCpuPath) {
@@ -119,20 +135,15 @@ TEST_P(GptCudaVsCpu, OneStepMatchesTheCpuPath) {
   const StepResult cpu = run_step(*layout, params, MemKind::kHost, DataType::kFloat32, nullptr);
   auto ctx = tensor::CudaContext::create();
   ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
-  const StepResult gpu = run_step(*layout, params, MemKind::kCudaDevice, dtype, ctx->get());
-  EXPECT_LE(std::fabs(gpu.loss - cpu.loss), b.loss * std::fabs(cpu.loss)) << "gpu " << gpu.loss << " cpu " << cpu.loss;
-  EXPECT_TRUE(tensor::cuda_test::close(gpu.logits, cpu.logits, b.logits)) << "logits";
-  for (const tensor::UnitLayout& u : layout->units)
-    EXPECT_TRUE(tensor::cuda_test::close(unit_slice(gpu.grads, u), unit_slice(cpu.grads, u), b.grads))
-        << "gradients of unit " << u.name;
+  expect_matches_cpu(run_step(*layout, params, MemKind::kCudaDevice, dtype, ctx->get()), cpu, b, *layout);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GptCudaVsCpu, ::testing::ValuesIn(tensor::cuda_test::kDtypes),
                          tensor::cuda_test::dtype_param_name);
 
 // Keeping the layernorm outputs, or every activation, instead of recomputing them gives a step that matches the CPU
-// as closely (bf16's bounds), and is deterministic too. The bits may differ from the default's: the kept GELU comes
-// from cuBLASLt's epilogue (f32 sum), the recomputed one from the rounded pre-activation.
+// as closely (bf16's bounds, logits included), and is deterministic too. The bits may differ from the default's: the
+// kept GELU comes from cuBLASLt's epilogue (f32 sum), the recomputed one from the rounded pre-activation.
 TEST(GptCuda, RecomputeChoicesMatchTheCpuPath) {
   const Bounds b{1e-2, 3e-2, 6e-2};
   auto layout = make_gpt_layout(test_config());
@@ -144,15 +155,8 @@ TEST(GptCuda, RecomputeChoicesMatchTheCpuPath) {
   for (Recompute r : {Recompute::kGelu, Recompute::kNone}) {
     SCOPED_TRACE(recompute_name(r));
     const StepResult gpu = run_step(*layout, params, MemKind::kCudaDevice, DataType::kBFloat16, ctx->get(), r);
-    EXPECT_LE(std::fabs(gpu.loss - cpu.loss), b.loss * std::fabs(cpu.loss))
-        << "gpu " << gpu.loss << " cpu " << cpu.loss;
-    for (const tensor::UnitLayout& u : layout->units)
-      EXPECT_TRUE(tensor::cuda_test::close(unit_slice(gpu.grads, u), unit_slice(cpu.grads, u), b.grads))
-          << "gradients of unit " << u.name;
-    const StepResult again = run_step(*layout, params, MemKind::kCudaDevice, DataType::kBFloat16, ctx->get(), r);
-    EXPECT_EQ(again.loss, gpu.loss);
-    ASSERT_EQ(again.grads.size(), gpu.grads.size());
-    EXPECT_EQ(std::memcmp(again.grads.data(), gpu.grads.data(), gpu.grads.size() * 4), 0);
+    expect_matches_cpu(gpu, cpu, b, *layout);
+    expect_same_bits(gpu, run_step(*layout, params, MemKind::kCudaDevice, DataType::kBFloat16, ctx->get(), r));
   }
 }
 
@@ -163,10 +167,7 @@ TEST(GptCuda, TwoRunsGiveTheSameBits) {
   auto ctx = tensor::CudaContext::create();
   ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
   const StepResult a = run_step(*layout, params, MemKind::kCudaDevice, DataType::kBFloat16, ctx->get());
-  const StepResult b = run_step(*layout, params, MemKind::kCudaDevice, DataType::kBFloat16, ctx->get());
-  EXPECT_EQ(a.loss, b.loss);
-  ASSERT_EQ(a.grads.size(), b.grads.size());
-  EXPECT_EQ(std::memcmp(a.grads.data(), b.grads.data(), a.grads.size() * 4), 0);
+  expect_same_bits(a, run_step(*layout, params, MemKind::kCudaDevice, DataType::kBFloat16, ctx->get()));
 }
 
 TEST(GptCuda, BadTokenAndMissingContextAreClearErrors) {

@@ -63,6 +63,26 @@ bool cpu_backward(LnCase& k, std::vector<float>& dy, std::vector<float>& dx, std
       .ok();
 }
 
+// The device inputs of one backward of k for dy (x, w and dout in the dtype, the saved statistics in f32).
+struct DeviceBackward {
+  OwnedTensor x, w, dout, mean, rstd;
+  DeviceBackward(const LnCase& k, const std::vector<float>& dy, DataType d)
+      : x(upload(k.x, d, k.shape)),
+        w(upload(k.w, d, k.cshape)),
+        dout(upload(dy, d, k.shape)),
+        mean(upload(k.mean, DataType::kFloat32, k.stats)),
+        rstd(upload(k.rstd, DataType::kFloat32, k.stats)) {}
+  // layernorm_backward into the gradients given (undefined ones skipped).
+  Status run(const Tensor& dinp, const Tensor& dw, const Tensor& db, GradInit init = GradInit::kAccumulate) const {
+    return layernorm_backward(dinp, dw, db, dout, x, w, mean, rstd, init);
+  }
+};
+
+std::string case_name(RowsC rc, GradInit init) {
+  return "rows " + std::to_string(rc.rows) + " C " + std::to_string(rc.C) +
+         (init == GradInit::kAccumulate ? " accumulate" : " overwrite");
+}
+
 class CudaLayerNorm : public CudaDtypeTest {};
 
 TEST_P(CudaLayerNorm, ForwardMatchesCpu) {
@@ -110,8 +130,7 @@ TEST_P(CudaLayerNorm, BackwardAccumulatesOrOverwrites) {
   const DataType d = GetParam();
   for (GradInit init : {GradInit::kAccumulate, GradInit::kOverwrite}) {
     for (const RowsC& rc : kShapes) {
-      SCOPED_TRACE("rows " + std::to_string(rc.rows) + " C " + std::to_string(rc.C) +
-                   (init == GradInit::kAccumulate ? " accumulate" : " overwrite"));
+      SCOPED_TRACE(case_name(rc, init));
       LnCase k = make_case(rc, d, rng_);
       const size_t n = k.x.size();
       std::vector<float> dy = random_values(n, rng_, d), prior = random_values(n, rng_, d);
@@ -119,12 +138,10 @@ TEST_P(CudaLayerNorm, BackwardAccumulatesOrOverwrites) {
       std::vector<float> pb = random_values(size_t(rc.C), rng_, DataType::kFloat32);
       std::vector<float> want_dx = prior, want_dw = pw, want_db = pb;
       ASSERT_TRUE(cpu_backward(k, dy, want_dx, want_dw, want_db, init));
-      OwnedTensor x = upload(k.x, d, k.shape), w = upload(k.w, d, k.cshape), dout = upload(dy, d, k.shape);
-      OwnedTensor mean = upload(k.mean, DataType::kFloat32, k.stats);
-      OwnedTensor rstd = upload(k.rstd, DataType::kFloat32, k.stats);
+      const DeviceBackward dev(k, dy, d);
       OwnedTensor dinp = init == GradInit::kAccumulate ? upload(prior, d, k.shape) : poisoned(d, k.shape);
       OwnedTensor dw = upload(pw, DataType::kFloat32, k.cshape), db = upload(pb, DataType::kFloat32, k.cshape);
-      ASSERT_TRUE(layernorm_backward(dinp, dw, db, dout, x, w, mean, rstd, init).ok());
+      ASSERT_TRUE(dev.run(dinp, dw, db, init).ok());
       EXPECT_TRUE(close(download(dinp), want_dx, out_tol(d)));
       EXPECT_TRUE(close(download(dw), want_dw, kF32Tol));
       EXPECT_TRUE(close(download(db), want_db, kF32Tol));
@@ -139,16 +156,15 @@ TEST_P(CudaLayerNorm, BackwardWithSkippedGradients) {
   std::vector<float> dy = random_values(k.x.size(), rng_, d);
   std::vector<float> want_dx(k.x.size(), 0.0f), want_dw(24, 0.0f), want_db(24, 0.0f);
   ASSERT_TRUE(cpu_backward(k, dy, want_dx, want_dw, want_db));
-  OwnedTensor x = upload(k.x, d, k.shape), w = upload(k.w, d, k.cshape), dout = upload(dy, d, k.shape);
-  OwnedTensor mean = upload(k.mean, DataType::kFloat32, k.stats), rstd = upload(k.rstd, DataType::kFloat32, k.stats);
+  const DeviceBackward dev(k, dy, d);
   OwnedTensor dinp = poisoned(d, k.shape);
-  ASSERT_TRUE(layernorm_backward(dinp, Tensor{}, Tensor{}, dout, x, w, mean, rstd, GradInit::kOverwrite).ok());
+  ASSERT_TRUE(dev.run(dinp, Tensor{}, Tensor{}, GradInit::kOverwrite).ok());
   EXPECT_TRUE(close(download(dinp), want_dx, out_tol(d)));
   OwnedTensor dw = upload(std::vector<float>(24, 0.0f), DataType::kFloat32, k.cshape);
-  ASSERT_TRUE(layernorm_backward(Tensor{}, dw, Tensor{}, dout, x, w, mean, rstd).ok());
+  ASSERT_TRUE(dev.run(Tensor{}, dw, Tensor{}).ok());
   EXPECT_TRUE(close(download(dw), want_dw, kF32Tol));
   OwnedTensor db = upload(std::vector<float>(24, 0.0f), DataType::kFloat32, k.cshape);
-  ASSERT_TRUE(layernorm_backward(Tensor{}, Tensor{}, db, dout, x, w, mean, rstd).ok());
+  ASSERT_TRUE(dev.run(Tensor{}, Tensor{}, db).ok());
   EXPECT_TRUE(close(download(db), want_db, kF32Tol));
 }
 
@@ -188,15 +204,13 @@ TEST_P(CudaLayerNorm, MisalignedViewsMatchCpu) {
 TEST_P(CudaLayerNorm, BackwardIsDeterministic) {
   const DataType d = GetParam();
   LnCase k = make_case({2048, 768}, d, rng_);
-  std::vector<float> dy = random_values(k.x.size(), rng_, d);
-  OwnedTensor x = upload(k.x, d, k.shape), w = upload(k.w, d, k.cshape), dout = upload(dy, d, k.shape);
-  OwnedTensor mean = upload(k.mean, DataType::kFloat32, k.stats), rstd = upload(k.rstd, DataType::kFloat32, k.stats);
+  const DeviceBackward dev(k, random_values(k.x.size(), rng_, d), d);
   std::vector<float> runs[2][3];
   for (auto& run : runs) {
     OwnedTensor dinp = poisoned(d, k.shape);
     OwnedTensor dw = upload(std::vector<float>(768, 0.0f), DataType::kFloat32, k.cshape);
     OwnedTensor db = upload(std::vector<float>(768, 0.0f), DataType::kFloat32, k.cshape);
-    ASSERT_TRUE(layernorm_backward(dinp, dw, db, dout, x, w, mean, rstd, GradInit::kOverwrite).ok());
+    ASSERT_TRUE(dev.run(dinp, dw, db, GradInit::kOverwrite).ok());
     run[0] = download(dinp);
     run[1] = download(dw);
     run[2] = download(db);
@@ -216,24 +230,21 @@ TEST_P(CudaLayerNorm, OnePassAndTwoKernelsGiveTheSameBits) {
   const DataType d = GetParam();
   for (const RowsC& rc : {RowsC{7, 24}, RowsC{2048, 768}, RowsC{33, 1000}, RowsC{5, 1024}}) {
     for (GradInit init : {GradInit::kAccumulate, GradInit::kOverwrite}) {
-      SCOPED_TRACE("rows " + std::to_string(rc.rows) + " C " + std::to_string(rc.C) +
-                   (init == GradInit::kAccumulate ? " accumulate" : " overwrite"));
+      SCOPED_TRACE(case_name(rc, init));
       LnCase k = make_case(rc, d, rng_);
       const size_t n = k.x.size();
       std::vector<float> dy = random_values(n, rng_, d), prior = random_values(n, rng_, d);
       std::vector<float> pw = random_values(size_t(rc.C), rng_, DataType::kFloat32);
-      OwnedTensor x = upload(k.x, d, k.shape), w = upload(k.w, d, k.cshape), dout = upload(dy, d, k.shape);
-      OwnedTensor mean = upload(k.mean, DataType::kFloat32, k.stats);
-      OwnedTensor rstd = upload(k.rstd, DataType::kFloat32, k.stats);
+      const DeviceBackward dev(k, dy, d);
       std::vector<float> got[2][3];  // [all at once, one at a time][dinp, dweight, dbias]
       for (int way = 0; way < 2; ++way) {
         OwnedTensor dinp = upload(prior, d, k.shape);
         OwnedTensor dw = upload(pw, DataType::kFloat32, k.cshape), db = upload(pw, DataType::kFloat32, k.cshape);
         if (way == 0) {
-          ASSERT_TRUE(layernorm_backward(dinp, dw, db, dout, x, w, mean, rstd, init).ok());
+          ASSERT_TRUE(dev.run(dinp, dw, db, init).ok());
         } else {
-          ASSERT_TRUE(layernorm_backward(dinp, Tensor{}, Tensor{}, dout, x, w, mean, rstd, init).ok());
-          ASSERT_TRUE(layernorm_backward(Tensor{}, dw, db, dout, x, w, mean, rstd, init).ok());
+          ASSERT_TRUE(dev.run(dinp, Tensor{}, Tensor{}, init).ok());
+          ASSERT_TRUE(dev.run(Tensor{}, dw, db, init).ok());
         }
         got[way][0] = download(dinp);
         got[way][1] = download(dw);
