@@ -55,12 +55,20 @@ enum class AttentionKernels {
   kZerowire,  // zerowire's own kernels only
 };
 
+// How the fused softmax / cross-entropy kernels read a row of logits (same bits either way).
+enum class LossRows {
+  kFromKnob,  // ZW_CUDA_LOSS_ROWS: two-pass (the default) or staged
+  kTwoPass,   // from global memory twice: once for the row's max and sum, once to write probabilities or gradients
+  kStaged,    // once, into shared memory, when the row takes at most half an SM's; longer rows take two passes
+};
+
 struct CudaContextOptions {
   int device = 0;                               // CUDA device ordinal
   void* stream = nullptr;                       // cudaStream_t to queue on; null: the context makes its own
   size_t blas_workspace_bytes = size_t{32} << 20;  // cuBLASLt workspace (NVIDIA recommends 32 MiB on Hopper)
   size_t scratch_bytes = size_t{64} << 20;         // op scratch (see the header comment); also cuDNN's workspace
   AttentionKernels attention = AttentionKernels::kFromKnob;
+  LossRows loss_rows = LossRows::kFromKnob;
 };
 
 class CudaContext {
@@ -75,6 +83,7 @@ class CudaContext {
   int device() const;
   void* stream() const;  // cudaStream_t
   AttentionKernels attention() const;  // resolved: never kFromKnob
+  LossRows loss_rows() const;          // resolved: never kFromKnob
   // Device memory an op may use for its duration (stream-ordered; see the header comment).
   MemRef scratch() const;
   // Grows the scratch to at least `bytes` (after waiting for the stream), for setup code that learns what an op will

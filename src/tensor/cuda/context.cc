@@ -94,7 +94,20 @@ Result<std::unique_ptr<CudaContext>> CudaContext::create(const CudaContextOption
                     "cuda context: ZW_CUDA_ATTENTION=" + want + " is not one of auto, cudnn or zw");
     }
   }
+  m.loss_rows = o.loss_rows;
+  if (m.loss_rows == LossRows::kFromKnob) {
+    const std::string& want = knobs().cuda_loss_rows;
+    if (want == "two-pass") {
+      m.loss_rows = LossRows::kTwoPass;
+    } else if (want == "staged") {
+      m.loss_rows = LossRows::kStaged;
+    } else {
+      return Status(Code::kInvalidArgument,
+                    "cuda context: ZW_CUDA_LOSS_ROWS=" + want + " is not one of two-pass or staged");
+    }
+  }
   ZW_CUDA_TRY(cudaSetDevice(o.device));
+  ZW_CUDA_TRY(cudaDeviceGetAttribute(&m.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, o.device));
   if (o.stream != nullptr) {
     m.stream = static_cast<cudaStream_t>(o.stream);
   } else {
@@ -124,6 +137,7 @@ Result<std::unique_ptr<CudaContext>> CudaContext::create(const CudaContextOption
 int CudaContext::device() const { return impl_->device; }
 void* CudaContext::stream() const { return impl_->stream; }
 AttentionKernels CudaContext::attention() const { return impl_->attention; }
+LossRows CudaContext::loss_rows() const { return impl_->loss_rows; }
 MemRef CudaContext::scratch() const {
   return MemRef{impl_->scratch, impl_->scratch_bytes, MemKind::kCudaDevice, impl_->device};
 }

@@ -6,8 +6,12 @@
 // (max, Σ exp(x - max)) in f32; the pairs are combined over the warp by a butterfly and over the warps in warp
 // order, so the statistics have the same bits on every run. A row is read at most twice: once for the statistics
 // (and logits[target], read by thread 0 before the block's first barrier), once to write probabilities or
-// gradients. Every element is rewritten by the thread that read it after the barrier, so the output may be the
-// row's own memory (probs over logits, dlogits over probs or logits). loss = log Σ + max - logits[target], as the
+// gradients — from global memory both times (LossRows::kTwoPass), or the second time from the copy the first pass
+// left in shared memory (kStaged: one read of the logits from global memory instead of two; for rows of at most half
+// an SM's shared memory, so that two blocks still fit on an SM — GPT-2's 50,304 bf16 logits take 98 KiB). Each
+// thread reads back only the units it staged, and the arithmetic is the same, so both give the same bits. Every
+// element is rewritten by the thread that read it after the barrier, so the output may be the row's own memory
+// (probs over logits, dlogits over probs or logits). loss = log Σ + max - logits[target], as the
 // CPU computes it. A target outside [0, V) is recorded in the context's error slot (first writer wins); its row
 // gets loss 0 and a zero gradient (accumulate: unchanged).
 // Non-goals: ignore_index, label smoothing, splitting a row over several blocks.
@@ -37,14 +41,16 @@ __device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
   return MaxSum{m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
 }
 
-// The row's (max, Σ exp(x - max)) over the whole block; every thread gets the same value. Contains barriers.
-template <int K, class T>
-__device__ MaxSum block_max_sum(const T* z, int64_t V) {
+// The row's (max, Σ exp(x - max)) over the whole block; every thread gets the same value. Contains barriers. With
+// kStage, each thread also copies the units it reads into stage (exactly: T -> f32 -> T is the identity).
+template <int K, bool kStage, class T>
+__device__ MaxSum block_max_sum(const T* z, int64_t V, T* stage) {
   __shared__ MaxSum warp_part[kWarps];
   MaxSum acc{-INFINITY, 0.0f};
   for (int64_t u = threadIdx.x; u < V / K; u += kThreads) {
     float x[K];
     load_f32<K>(z + u * K, x);
+    if constexpr (kStage) store_f32<K>(stage + u * K, x);
     float mx = x[0];
 #pragma unroll
     for (int k = 1; k < K; ++k) mx = fmaxf(mx, x[k]);
@@ -75,23 +81,27 @@ __device__ __forceinline__ bool check_target(int32_t tgt, int64_t row, int64_t V
 
 // losses[row] = log Σ exp(z - max) + max - z[target] (0 for an invalid target), then over the row out = softmax(z)
 // (forward: the probabilities) or, with kGrad (the classifier's forward+backward), out = scale·(softmax(z) -
-// onehot(target)), 0 for an invalid target. out may be the logits.
-template <class T, int K, bool kGrad>
+// onehot(target)), 0 for an invalid target. out may be the logits. kStaged: the second pass reads the row from
+// dynamic shared memory of V elements, which the first pass filled.
+template <class T, int K, bool kGrad, bool kStaged>
 __global__ void __launch_bounds__(kThreads)
     cross_entropy_softmax_kernel(float* losses, T* out, const T* logits, const int32_t* targets, int64_t V, float scale,
                                  DeviceError* err) {
+  extern __shared__ __align__(16) unsigned char staged_row[];
   const int64_t row = blockIdx.x;
   const T* z = logits + row * V;
   const int32_t tgt = targets[row];
   const bool valid = check_target(tgt, row, V, err);
   const float zt = valid && threadIdx.x == 0 ? to_f32(z[tgt]) : 0.0f;  // before the barrier: out may be z
-  const MaxSum ms = block_max_sum<K>(z, V);
+  T* stage = kStaged ? reinterpret_cast<T*>(staged_row) : nullptr;
+  const MaxSum ms = block_max_sum<K, kStaged>(z, V, stage);
   if (threadIdx.x == 0) losses[row] = valid ? logf(ms.s) + ms.m - zt : 0.0f;
   const float inv = 1.0f / ms.s;
+  const T* src = kStaged ? stage : z;
   T* o = out + row * V;
   for (int64_t u = threadIdx.x; u < V / K; u += kThreads) {
     float x[K];
-    load_f32<K>(z + u * K, x);
+    load_f32<K>(src + u * K, x);
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       if constexpr (kGrad)
@@ -147,6 +157,15 @@ bool packed_rows(int64_t V, const void* a, const void* b) {
   return V % kPack<T> == 0 && aligned16(a) && aligned16(b);
 }
 
+// Dynamic shared memory for a staged row of `row_bytes`, or 0 when the context reads rows twice or the row takes
+// more than half the SM's shared memory (less the per-block reservation and the kernel's own 128 bytes).
+size_t staged_bytes(const CudaContext::Impl& ctx, size_t row_bytes) {
+  if (ctx.loss_rows != LossRows::kStaged) return 0;
+  constexpr size_t kPerBlockReserve = 1024 + kWarps * sizeof(MaxSum);
+  const size_t half = size_t(ctx.smem_per_sm) / 2;
+  return half > kPerBlockReserve && row_bytes <= half - kPerBlockReserve ? row_bytes : 0;
+}
+
 // The forward (kGrad: forward+backward) of `op`: one cross_entropy_softmax_kernel block per row of logits.
 template <bool kGrad>
 Status softmax_rows(const char* op, const Tensor& losses, const Tensor& out, const Tensor& logits,
@@ -156,17 +175,22 @@ Status softmax_rows(const char* op, const Tensor& losses, const Tensor& out, con
   ZW_TRY(check_rows(op, N));
   return dispatch_dtype(op, logits.dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    DeviceError* err = current().error_device;
-    const unsigned grid = unsigned(N);
-    if (packed_rows<T>(V, logits.mem.ptr, out.mem.ptr)) {
-      cross_entropy_softmax_kernel<T, kPack<T>, kGrad><<<grid, kThreads, 0, stream()>>>(
-          losses.data<float>(), out.data<T>(), logits.data<T>(), targets.data<int32_t>(), V, scale, err);
-    } else {
-      cross_entropy_softmax_kernel<T, 1, kGrad><<<grid, kThreads, 0, stream()>>>(
-          losses.data<float>(), out.data<T>(), logits.data<T>(), targets.data<int32_t>(), V, scale, err);
-    }
-    ZW_CUDA_LAUNCH_TRY(kGrad ? "cross_entropy_forward_backward kernel" : "cross_entropy_forward kernel");
-    return Status();
+    const CudaContext::Impl& ctx = current();
+    const size_t smem = staged_bytes(ctx, size_t(V) * sizeof(T));
+    auto launch = [&](auto k, auto staged) -> Status {
+      auto* kernel = cross_entropy_softmax_kernel<T, decltype(k)::value, kGrad, decltype(staged)::value>;
+      if (smem > 48 * 1024)
+        ZW_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+      kernel<<<unsigned(N), kThreads, smem, stream()>>>(losses.data<float>(), out.data<T>(), logits.data<T>(),
+                                                        targets.data<int32_t>(), V, scale, ctx.error_device);
+      ZW_CUDA_LAUNCH_TRY(kGrad ? "cross_entropy_forward_backward kernel" : "cross_entropy_forward kernel");
+      return Status();
+    };
+    using Packed = std::integral_constant<int, kPack<T>>;
+    using Single = std::integral_constant<int, 1>;
+    const bool packed = packed_rows<T>(V, logits.mem.ptr, out.mem.ptr);
+    if (smem > 0) return packed ? launch(Packed{}, std::true_type{}) : launch(Single{}, std::true_type{});
+    return packed ? launch(Packed{}, std::false_type{}) : launch(Single{}, std::false_type{});
   });
 }
 

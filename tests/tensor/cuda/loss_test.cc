@@ -1,5 +1,6 @@
 // tests/tensor/cuda/loss_test.cc — fused softmax + cross-entropy on CUDA against the CPU ops, per dtype: forward,
-// backward, the classifier's forward+backward, each with its in-place variant, and out-of-range targets.
+// backward, the classifier's forward+backward, each with its in-place variant, and out-of-range targets; rows staged
+// in shared memory (LossRows::kStaged) against rows read twice, bit for bit.
 //
 // Logits are drawn in [-4, 4], already rounded to the dtype, so both paths see the same values; the CPU computes
 // in f32. Tolerances (relative ‖got − want‖ / ‖want‖, cuda_test_util.h):
@@ -152,6 +153,52 @@ TEST_P(CudaLoss, OutOfRangeTargetIsReportedBySynchronize) {
   EXPECT_NE(s2.message().find("target -1 at position 2"), std::string::npos) << s2.to_string();
   EXPECT_EQ(download(losses)[2], 0.0f);
   EXPECT_TRUE(ctx_->synchronize().ok()) << "the error slot is cleared once reported";
+}
+
+// The same kernels with the row read twice from global memory and with its first read kept in shared memory: the same
+// bits for the forward, the classifier's forward+backward and its in-place form, at every case (bf16 and f16 stage
+// GPT-2's 50,304-wide rows; f32's 196 KiB row is longer than half an SM's shared memory and takes two passes in both).
+TEST_P(CudaLoss, StagedRowsGiveTheTwoPassBits) {
+  const DataType d = GetParam();
+  auto context_for = [](LossRows rows) {
+    CudaContextOptions options;
+    options.loss_rows = rows;
+    auto ctx = CudaContext::create(options);
+    EXPECT_TRUE(ctx.ok()) << ctx.status().to_string();
+    return ctx.ok() ? std::move(ctx).value() : nullptr;
+  };
+  const std::unique_ptr<CudaContext> two_pass = context_for(LossRows::kTwoPass),
+                                     staged = context_for(LossRows::kStaged);
+  ASSERT_TRUE(two_pass && staged);
+  EXPECT_EQ(two_pass->loss_rows(), LossRows::kTwoPass);
+  EXPECT_EQ(staged->loss_rows(), LossRows::kStaged);
+  for (const LossCase& c : kCases) {
+    SCOPED_TRACE(name_of(c));
+    const Ref r = make_ref(c, d, rng_);
+    const double scale = 1.0 / double(c.rows);
+    // forward losses and probs, forward+backward losses and dlogits, and dlogits written over the logits.
+    auto run = [&](CudaContext& ctx) {
+      const CudaScope scope(ctx);
+      OwnedTensor logits = upload(r.logits, d, r.s), in_place = upload(r.logits, d, r.s);
+      OwnedTensor targets = upload_ids(r.targets, r.rs);
+      OwnedTensor probs = poisoned(d, r.s), dlogits = poisoned(d, r.s);
+      OwnedTensor l1 = poisoned(DataType::kFloat32, r.rs), l2 = poisoned(DataType::kFloat32, r.rs),
+                  l3 = poisoned(DataType::kFloat32, r.rs);
+      EXPECT_TRUE(cross_entropy_forward(l1, probs, logits, targets, nullptr).ok());
+      EXPECT_TRUE(cross_entropy_forward_backward(l2, dlogits, logits, targets, scale).ok());
+      EXPECT_TRUE(cross_entropy_forward_backward(l3, in_place, in_place, targets, scale).ok());
+      EXPECT_TRUE(ctx.synchronize().ok());
+      return std::vector<std::vector<float>>{download(l1),      download(probs), download(l2),
+                                             download(dlogits), download(l3),    download(in_place)};
+    };
+    const auto want = run(*two_pass), got = run(*staged);
+    const char* what[] = {"forward losses", "probs",           "classifier losses",
+                          "dlogits",        "in-place losses", "in-place dlogits"};
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_TRUE(same_bits(got[i], want[i])) << what[i];
+      EXPECT_TRUE(close(got[i], want[i], 0.0)) << what[i] << ": written and finite";
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaLoss, ::testing::ValuesIn(kDtypes), dtype_param_name);
