@@ -1,5 +1,6 @@
 // create_unique_id / connect_unique_id, mirroring ncclGetUniqueId: the id carries "address\0token", where the
-// address names a store server this process starts and the token is 128 random bits in hex.
+// address names a store server this process starts (at the host name, or at the address of the interface that
+// ZW_SOCKET_IFNAME selects, as NCCL_SOCKET_IFNAME does for NCCL) and the token is 128 random bits in hex.
 //
 // Servers started here live in a process-wide registry until exit. Non-goals: ids that outlive the process
 // that created them, encryption of the token (the id is the secret; pass it over a trusted channel).
@@ -12,6 +13,7 @@
 
 #include "bootstrap/bootstrap_internal.h"
 #include "bootstrap/store_util.h"
+#include "common/interfaces.h"
 #include "common/knobs.h"
 #include "common/log.h"
 #include "common/socket.h"
@@ -107,11 +109,14 @@ Result<UniqueId> create_unique_id() {
   options.auth_token = token;
   int64_t max_frame = knobs().store_max_frame;
   if (max_frame > 0) options.max_frame_bytes = static_cast<size_t>(max_frame);
+  std::string host = net::hostname();  // what the other ranks connect to: the host name, or ZW_SOCKET_IFNAME's address
+  if (!knobs().socket_ifname.empty()) {
+    ZW_ASSIGN_OR_RETURN(host, net::interface_address(knobs().socket_ifname, "ZW_SOCKET_IFNAME"));
+  }
   ZW_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreServer> server, start_tcp_store_server(options));
-  std::string address = net::HostPort{net::hostname(), server->port()}.to_string();
+  std::string address = net::HostPort{host, server->port()}.to_string();
   auto id = encode_unique_id(address, token);
-  if (!id.ok())
-    return Status(Code::kInvalidArgument, "host name '" + net::hostname() + "' is too long for a unique id");
+  if (!id.ok()) return Status(Code::kInvalidArgument, "host name '" + host + "' is too long for a unique id");
   Registry::instance().keep(std::move(server));
   ZW_INFO(kBoot, "created unique id for the store at %s", address.c_str());
   return id;

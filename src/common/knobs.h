@@ -35,6 +35,7 @@ struct Knobs {
   int64_t tcp_sockbuf;         // ZW_TCP_SOCKBUF: SO_SNDBUF/SO_RCVBUF, bytes
   int64_t tcp_spin_us;         // ZW_TCP_SPIN_US: how long a waiting caller polls its sockets before blocking
   std::string tcp_listen_addr; // ZW_TCP_LISTEN_ADDR: address the tcp transport listens on ("" = auto)
+  std::string socket_ifname;   // ZW_SOCKET_IFNAME: interfaces whose address a unique id advertises (NCCL syntax)
   std::string hostname;        // ZW_HOSTNAME: the host name this rank gives its peers ("" = gethostname)
   int64_t shm_direct_ag_max_ranks;  // ZW_SHM_DIRECT_AG_MAX_RANKS: shm all-gathers of at most this many ranks go direct
   int64_t shm_spin_us;         // ZW_SHM_SPIN_US: busy-poll time before sleeping on a futex

@@ -5,6 +5,8 @@
 #include <thread>
 
 #include "bootstrap/test_helpers.h"
+#include "common/interfaces.h"
+#include "common/knobs.h"
 
 namespace zw {
 namespace {
@@ -23,6 +25,24 @@ TEST(UniqueId, RoundTripConnectsRanksToOneStore) {
   ASSERT_TRUE(b.ok()) << b.status().to_string();
   ASSERT_TRUE((*a)->set("hello", "world").ok());
   EXPECT_EQ((*b)->get("hello", milliseconds(1000)).value(), "world");
+}
+
+// The address an id advertises: the host name, or with ZW_SOCKET_IFNAME the address of the interface it selects
+// (ctest runs this test again under ZW_SOCKET_IFNAME==lo: zw_bootstrap_unique_id_ifname); ranks connect through it.
+TEST(UniqueId, AdvertisesTheHostNameOrTheSelectedInterfacesAddress) {
+  const std::string& spec = knobs().socket_ifname;
+  auto id = create_unique_id();
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
+  const std::string address(id->bytes);
+  auto want = spec.empty() ? Result<std::string>(net::hostname()) : net::interface_address(spec, "ZW_SOCKET_IFNAME");
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  EXPECT_EQ(address.rfind(*want + ":", 0), 0u) << address;
+  if (spec == "=lo") {
+    EXPECT_EQ(address.rfind("127.0.0.1:", 0), 0u) << address;
+  }
+  auto store = connect_unique_id(*id, seconds(5));
+  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  EXPECT_TRUE((*store)->set("k", "v").ok());
 }
 
 TEST(UniqueId, EachIdHasItsOwnStoreAndRandomToken) {
