@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -189,10 +190,27 @@ std::string knob_value_string(const Knobs& k, const KnobInfo& info) {
   return std::string(info.name) + "=?";
 }
 
+namespace {
+std::atomic<KnobFallback> knob_fallback{nullptr};
+std::atomic<bool> knobs_read{false};
+}  // namespace
+
+bool set_knob_fallback(KnobFallback fallback) {
+  knob_fallback.store(fallback);
+  return !knobs_read.load();
+}
+
 const Knobs& knobs() {
   static const Knobs k = [] {
+    knobs_read.store(true);
+    const KnobFallback fallback = knob_fallback.load();
     std::vector<std::string> warnings;
-    Knobs parsed = parse_knobs([](const char* name) { return std::getenv(name); }, &warnings);
+    Knobs parsed = parse_knobs(
+        [fallback](const char* name) {
+          const char* value = std::getenv(name);
+          return value == nullptr && fallback != nullptr ? fallback(name) : value;
+        },
+        &warnings);
     // An unknown ZW_* variable is almost always a typo of a real knob.
     for (char** e = environ; e && *e; ++e) {
       std::string entry(*e);

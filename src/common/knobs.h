@@ -88,6 +88,12 @@ struct KnobInfo {
   bool secret;              // value is masked in dumps
 };
 
+// A second source of knob values, for knobs whose ZW_* variable is not set: libzwnccl translates NCCL's own variables
+// through it (nccl/env.cc). It must be installed before knobs() is first read (returns false, and is not used, when
+// it comes too late); `fallback` returns a string that lives as long as the process, or null.
+using KnobFallback = const char* (*)(const char* zw_name);
+bool set_knob_fallback(KnobFallback fallback);
+
 // The process-wide knobs, parsed from the environment on first use.
 const Knobs& knobs();
 

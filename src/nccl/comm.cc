@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "common/knobs.h"
+#include "nccl/nccl_env.h"
 #include "nccl/nccl_internal.h"
 #include "zerowire/bootstrap.h"
 
@@ -21,6 +22,7 @@ Store::Timeout store_timeout() { return Store::Timeout(static_cast<int64_t>(knob
 
 ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config,
                        const char* call) {
+  report_nccl_env();
   if (out == nullptr) return fail(nullptr, ncclInvalidArgument, std::string(call) + ": comm is NULL");
   *out = nullptr;
   if (nranks < 1 || rank < 0 || rank >= nranks)
@@ -128,6 +130,7 @@ using namespace zw::nccl;  // NOLINT(google-build-using-namespace): the C API be
 extern "C" {
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  zw::nccl::report_nccl_env();
   if (id == nullptr) return fail(nullptr, ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
   auto uid = zw::create_unique_id();
   if (!uid.ok()) return fail(nullptr, uid.status(), "ncclGetUniqueId: starting the store server");

@@ -1,6 +1,7 @@
 // A rank in a process of its own for the libzwnccl tests: `zw_nccl_rank ID_HEX RANK NRANKS MODE`.
 //   die:       create the communicator, then exit at once with code 3 (a peer that dies)
 //   allreduce: create it, run one host all-reduce of 1000 floats (value rank+1), check the sum, exit 0
+// `zw_nccl_rank --unique-id`: create a unique id and print the store address it carries (nccl_env_test.cc).
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,6 +13,16 @@
 #include "nccl.h"
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--unique-id") == 0) {
+    ncclUniqueId id;
+    if (ncclGetUniqueId(&id) != ncclSuccess) {
+      std::fprintf(stderr, "ncclGetUniqueId failed: %s\n", ncclGetLastError(nullptr));
+      return 1;
+    }
+    id.internal[NCCL_UNIQUE_ID_BYTES - 1] = 0;
+    std::printf("unique id address: %s\n", id.internal);  // "address\0token": the address
+    return 0;
+  }
   if (argc != 5 || std::strlen(argv[1]) != 2 * NCCL_UNIQUE_ID_BYTES) {
     std::fprintf(stderr, "usage: zw_nccl_rank ID_HEX RANK NRANKS die|allreduce\n");
     return 2;

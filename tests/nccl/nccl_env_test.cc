@@ -1,0 +1,144 @@
+// NCCL's environment variables under libzwnccl (src/nccl/env.cc): the translation table, a ZW_* variable winning over
+// its NCCL_* one, values that cannot be translated, the variables not read; and, in a process of its own started with
+// NCCL_* variables, that they take effect (NCCL_SOCKET_IFNAME moves the unique id's address, NCCL_DEBUG=INFO turns
+// on zerowire's INFO lines, which say what was read).
+#include "nccl/nccl_env.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace zw::nccl {
+namespace {
+
+using Vars = std::vector<std::pair<std::string, std::string>>;
+
+NcclEnv translate(const Vars& vars, std::map<std::string, std::string> zw_set = {}) {
+  return translate_nccl_env(vars, [zw_set](const char* name) -> const char* {
+    auto it = zw_set.find(name);
+    return it == zw_set.end() ? nullptr : it->second.c_str();
+  });
+}
+
+std::string notes_of(const NcclEnv& env) {
+  std::string out;
+  for (const NcclEnv::Note& n : env.notes) out += (n.warn ? "WARN " : "INFO ") + n.text + "\n";
+  return out;
+}
+
+TEST(NcclEnv, VariablesWithAZerowireEquivalentBecomeItsKnob) {
+  const NcclEnv env = translate({{"NCCL_DEBUG", "info"},
+                                 {"NCCL_DEBUG_SUBSYS", "INIT,NET,GRAPH"},
+                                 {"NCCL_SOCKET_IFNAME", "^docker,lo"},
+                                 {"NCCL_IB_HCA", "=mlx5_0:1"},
+                                 {"NCCL_IB_GID_INDEX", "3"},
+                                 {"NCCL_MAX_NCHANNELS", "16"},
+                                 {"NCCL_NTHREADS", "256"},
+                                 {"NCCL_ALGO", "Ring"},
+                                 {"NCCL_P2P_DISABLE", "1"}});
+  const std::map<std::string, std::string> want = {{"ZW_DEBUG", "INFO"},
+                                                   {"ZW_DEBUG_SUBSYS", "INIT,TCP,VERBS"},
+                                                   {"ZW_SOCKET_IFNAME", "^docker,lo"},
+                                                   {"ZW_IB_HCA", "=mlx5_0:1"},
+                                                   {"ZW_IB_GID_INDEX", "3"},
+                                                   {"ZW_CUDA_BLOCKS", "16"},
+                                                   {"ZW_CUDA_THREADS", "256"},
+                                                   {"ZW_CUDA_ALGO", "ring"},
+                                                   {"ZW_ALGO", "ring"},
+                                                   {"ZW_CUDA_PATH", "staged"}};
+  EXPECT_EQ(env.values, want) << notes_of(env);
+  const std::string notes = notes_of(env);
+  EXPECT_NE(notes.find("INFO NCCL_DEBUG=info read as ZW_DEBUG=INFO"), std::string::npos) << notes;
+  EXPECT_EQ(notes.find("WARN"), std::string::npos) << notes;
+}
+
+TEST(NcclEnv, LevelsAndSubsystemsMapToZerowiresOwn) {
+  EXPECT_EQ(translate({{"NCCL_DEBUG", "VERSION"}}).values.at("ZW_DEBUG"), "WARN");
+  EXPECT_EQ(translate({{"NCCL_DEBUG", "TRACE"}}).values.at("ZW_DEBUG"), "TRACE");
+  EXPECT_EQ(translate({{"NCCL_DEBUG_SUBSYS", "^SHM,P2P"}}).values.at("ZW_DEBUG_SUBSYS"), "^SHM,COLL");
+  EXPECT_EQ(translate({{"NCCL_DEBUG_SUBSYS", "ALL"}}).values.at("ZW_DEBUG_SUBSYS"), "ALL");
+  EXPECT_EQ(translate({{"NCCL_ALGO", "tree"}}).values, (std::map<std::string, std::string>{{"ZW_ALGO", "tree"}}));
+  EXPECT_TRUE(translate({{"NCCL_P2P_DISABLE", "0"}}).values.empty());
+}
+
+TEST(NcclEnv, ASetZerowireVariableWinsAndADifferentNcclValueIsAWarning) {
+  const NcclEnv same = translate({{"NCCL_DEBUG", "INFO"}}, {{"ZW_DEBUG", "INFO"}});
+  EXPECT_TRUE(same.values.empty());
+  EXPECT_TRUE(same.notes.empty()) << notes_of(same);
+  const NcclEnv differ = translate({{"NCCL_IB_HCA", "mlx5_1"}}, {{"ZW_IB_HCA", "mlx5_0"}});
+  EXPECT_TRUE(differ.values.empty());
+  EXPECT_NE(notes_of(differ).find("WARN NCCL_IB_HCA=mlx5_1 not applied: ZW_IB_HCA=mlx5_0 is set"), std::string::npos)
+      << notes_of(differ);
+  const NcclEnv both = translate({{"NCCL_MAX_NCHANNELS", "8"}, {"NCCL_MAX_CTAS", "16"}});
+  EXPECT_EQ(both.values.at("ZW_CUDA_BLOCKS"), "8");
+  EXPECT_NE(notes_of(both).find("WARN NCCL_MAX_CTAS=16 not applied: ZW_CUDA_BLOCKS=8 came from another NCCL_"),
+            std::string::npos)
+      << notes_of(both);
+}
+
+TEST(NcclEnv, UntranslatableValuesAreWarningsAndOtherVariablesAreListedAsNotRead) {
+  const NcclEnv env = translate({{"NCCL_DEBUG", "LOUD"},
+                                 {"NCCL_ALGO", "NVLS,Ring"},
+                                 {"NCCL_DEBUG_SUBSYS", "GRAPH,TUNING"},
+                                 {"NCCL_P2P_DISABLE", "yes"},
+                                 {"NCCL_NVLS_ENABLE", "0"},
+                                 {"NCCL_CUMEM_ENABLE", "0"}});
+  EXPECT_TRUE(env.values.empty());
+  const std::string notes = notes_of(env);
+  for (const char* want : {"WARN NCCL_DEBUG=LOUD not applied: not one of VERSION, WARN, INFO, ABORT, TRACE",
+                           "WARN NCCL_ALGO=NVLS,Ring not applied", "WARN NCCL_DEBUG_SUBSYS=GRAPH,TUNING not applied",
+                           "WARN NCCL_P2P_DISABLE=yes not applied: not 0 or 1",
+                           "INFO not read (no zerowire equivalent): NCCL_CUMEM_ENABLE, NCCL_NVLS_ENABLE"})
+    EXPECT_NE(notes.find(want), std::string::npos) << want << "\n" << notes;
+}
+
+// A process started with NCCL_* variables (tests/nccl/nccl_rank_main.cc --unique-id prints its new id's address).
+TEST(NcclEnv, TheVariablesTakeEffectInAProcessThatLoadsLibzwnccl) {
+  char out_path[] = "/tmp/zw-nccl-env-XXXXXX";
+  const int fd = mkstemp(out_path);
+  ASSERT_GE(fd, 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fd, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, fd, STDERR_FILENO);
+  std::vector<std::string> env_text = {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP", "NCCL_SOCKET_IFNAME==lo",
+                                       "NCCL_NVLS_ENABLE=0"};
+  for (char** e = environ; *e != nullptr; ++e) {  // the rest of this environment, less NCCL's and zerowire's settings
+    const std::string entry(*e);
+    if (entry.rfind("NCCL_", 0) != 0 && entry.rfind("ZW_", 0) != 0) env_text.push_back(entry);
+  }
+  std::vector<char*> envp;
+  for (std::string& e : env_text) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string prog = RANK_PATH, flag = "--unique-id";
+  char* argv[] = {prog.data(), flag.data(), nullptr};
+  pid_t pid = -1;
+  ASSERT_EQ(posix_spawn(&pid, RANK_PATH, &actions, nullptr, argv, envp.data()), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fd);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::ifstream in(out_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  unlink(out_path);
+  const std::string out = text.str();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  EXPECT_NE(out.find("unique id address: 127.0.0.1:"), std::string::npos) << out;
+  EXPECT_NE(out.find("libzwnccl: NCCL_DEBUG=INFO read as ZW_DEBUG=INFO"), std::string::npos) << out;
+  EXPECT_NE(out.find("libzwnccl: NCCL_SOCKET_IFNAME==lo read as ZW_SOCKET_IFNAME==lo"), std::string::npos) << out;
+  EXPECT_NE(out.find("not read (no zerowire equivalent): NCCL_NVLS_ENABLE"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace zw::nccl
