@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "collectives/gpu/gpu_exchange.h"
 #include "collectives/gpu/gpu_poller.h"
 #include "collectives/work.h"
 #include "common/clock.h"
@@ -15,41 +16,14 @@
 namespace zw::internal::gpu {
 namespace {
 
+using transport::cuda_ipc::cuda_status;
 using transport::cuda_ipc::CudaIpcOptions;
 using transport::cuda_ipc::CudaIpcTransport;
-using transport::cuda_ipc::cuda_status;
 using transport::cuda_ipc::DeviceScope;
 using transport::cuda_ipc::GpuHostStatus;
-using transport::cuda_ipc::IpcBuffer;
-using transport::cuda_ipc::Mailbox;
 
 // Where rank 0 publishes the shared-memory name prefix of the engine's mailboxes.
 constexpr const char* kPrefixKey = "gpu-prefix";
-
-// One rank's descriptor of one operation, as it travels through the mailbox.
-struct OpRecord {
-  uint64_t seq;
-  uint8_t kind, dtype, op, ring;  // ring: 1 when this rank runs the ring kernel
-  uint8_t oneshot;                // all-reduce: 1 when this rank may run it one-shot (out of place, small enough)
-  uint32_t root;
-  uint64_t count;
-  uint32_t ring_blocks;           // slices of the ring kernel (must match)
-  double premul;                  // pre-multiplied sum factor (1: plain)
-  IpcBuffer in, out, scratch;
-  uint64_t stream_id;             // ranks sharing a GPU in one process: cudaStreamGetId of the stream (else 0)
-  uint8_t stream_legacy;          // ... 1: it is the legacy default stream
-  uint8_t stream_blocking;        // ... 1: it synchronizes with the legacy default stream (not non-blocking)
-};
-constexpr size_t kOneshotMin = 64 << 10;  // one-shot all-reduce only above this many bytes read from peers
-
-static_assert(sizeof(OpRecord) <= Mailbox::kSlotBytes, "an operation descriptor must fit a mailbox slot");
-
-std::string describe_op(const OpRecord& r) {
-  return std::string(op_kind_name(static_cast<OpKind>(r.kind))) + "(count=" + std::to_string(r.count) + ", " +
-         dtype_name(static_cast<DataType>(r.dtype)) + ", " + reduce_op_name(static_cast<ReduceOp>(r.op)) + ", root " +
-         std::to_string(r.root) + ", " + (r.ring ? "ring/" + std::to_string(r.ring_blocks) : std::string("direct")) +
-         (r.premul != 1.0 ? ", premul " + std::to_string(r.premul) : std::string()) + ")";
-}
 
 std::string random_token() {
   std::random_device rd;
@@ -68,14 +42,6 @@ void part_of(int r, int n, size_t count, size_t elem, size_t* lo, size_t* hi) {
 }
 
 }  // namespace
-
-struct GpuComm::Peers {
-  std::vector<OpRecord> records;   // [rank]
-  std::vector<std::byte*> in;      // [rank]: input mapped here (null where not needed)
-  std::vector<std::byte*> out;     // [rank]: output mapped here
-  std::vector<std::byte*> scratch; // [rank]: ring scratch mapped here
-  bool oneshot = false;            // all-reduce one-shot: every rank's descriptor allowed it
-};
 
 Status GpuComm::publish_refusal(Store& store, int rank, const std::string& why) {
   if (rank == 0) ZW_TRY(store.set(kPrefixKey, CudaIpcTransport::refusal_value(why)));
@@ -192,126 +158,6 @@ Status GpuComm::ensure_scratch(size_t bytes) {
   if (scratch_ != nullptr) retired_scratch_.push_back(scratch_);
   scratch_ = grown;
   scratch_bytes_ = want;
-  return Status();
-}
-
-Status GpuComm::exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptions& o, bool ring, int ring_blocks,
-                         Peers* peers) {
-  CudaIpcTransport& ipc = *shared_->ipc;
-  OpRecord mine{};
-  mine.seq = seq;
-  mine.kind = static_cast<uint8_t>(desc.kind);
-  mine.dtype = static_cast<uint8_t>(desc.dtype);
-  mine.op = static_cast<uint8_t>(desc.op);
-  mine.root = desc.root;
-  mine.count = desc.count;
-  // all_to_all: peers only write into this rank's output, and its input may be a stream-ordered allocation (libzwnccl
-  // copies an in-place input aside with cudaMallocAsync), which CUDA IPC cannot export.
-  const bool export_in = o.input.bytes > 0 && desc.kind != OpKind::kAllToAll;
-  ZW_ASSIGN_OR_RETURN(mine.in, ipc.exporter().describe(export_in ? o.input.ptr : nullptr));
-  ZW_ASSIGN_OR_RETURN(mine.out, ipc.exporter().describe(o.output.bytes > 0 ? o.output.ptr : nullptr));
-  mine.premul = o.premul;
-  mine.ring = ring ? 1 : 0;
-  mine.ring_blocks = ring ? static_cast<uint32_t>(ring_blocks) : 0;
-  // One-shot reads more from the peers than the two-step kernel; measured on 2×H200 (docs/PERF.md) it saves 0.5-0.8 µs
-  // at 128-512 KiB and costs 0.1-0.7 µs at 8-32 KiB, where a read round trip outweighs the write-back it saves.
-  const size_t remote = desc.count * dtype_size(desc.dtype) * static_cast<size_t>(size_ - 1);
-  mine.oneshot = desc.kind == OpKind::kAllReduce && !ring && o.input.ptr != o.output.ptr && remote > kOneshotMin &&
-                 remote <= oneshot_bytes_;
-  if (describe_stream_) {
-    auto stream = static_cast<cudaStream_t>(o.stream);
-    unsigned int flags = 0;
-    unsigned long long id = 0;
-    ZW_TRY(cuda_status(cudaStreamGetId(stream, &id), "cudaStreamGetId"));
-    ZW_TRY(cuda_status(cudaStreamGetFlags(stream, &flags), "cudaStreamGetFlags"));
-    mine.stream_id = id;
-    mine.stream_legacy = stream == nullptr || stream == cudaStreamLegacy ? 1 : 0;
-    mine.stream_blocking = (flags & cudaStreamNonBlocking) == 0 ? 1 : 0;
-  }
-  if (ring && desc.kind == OpKind::kReduceScatter) {
-    ZW_TRY(ensure_scratch(desc.count * dtype_size(desc.dtype)));
-    ZW_ASSIGN_OR_RETURN(mine.scratch, ipc.exporter().describe(scratch_));
-  }
-  ipc.mailbox().post(seq, std::as_bytes(std::span(&mine, 1)));
-  posted_seq_ = seq;
-  peers->records.assign(size_, mine);
-  peers->oneshot = mine.oneshot != 0;
-  Deadline deadline = Deadline::after_seconds(timeout_s_);
-  std::vector<std::byte> got;
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
-    auto check = [&]() -> Status {
-      ZW_TRY(ipc.peer_alive(p));
-      std::lock_guard<std::mutex> lock(shared_->mutex);
-      return shared_->failed;
-    };
-    ZW_TRY(ipc.mailbox().wait(p, seq, deadline, check, &got));
-    OpRecord& r = peers->records[p];
-    std::memcpy(&r, got.data(), std::min(got.size(), sizeof r));
-    peers->oneshot = peers->oneshot && r.oneshot != 0;  // the same choice on every rank: all must allow it
-    if (r.kind != mine.kind || r.dtype != mine.dtype || r.op != mine.op || r.root != mine.root ||
-        r.count != mine.count || r.ring != mine.ring || r.ring_blocks != mine.ring_blocks || r.premul != mine.premul)
-      return Status(Code::kDesync, "GPU collective " + std::to_string(seq) + ": rank " + std::to_string(rank_) +
-                                       " issued " + describe_op(mine) + " but " + ipc.describe(p) + " issued " +
-                                       describe_op(r));
-  }
-  if (desc.count == 0) return Status();  // the ranks agree on an operation with nothing to move: no kernel, no mapping
-  ZW_TRY(check_streams(seq, *peers));
-  // Map what this rank's share of the work touches.
-  auto quiesce = [&]() -> Status {
-    return last_event_ ? cuda_status(cudaEventSynchronize(*last_event_), "waiting before unmapping") : Status();
-  };
-  const bool reduce_root = desc.kind == OpKind::kReduce && static_cast<int>(desc.root) == rank_;
-  peers->in.assign(size_, nullptr);
-  peers->out.assign(size_, nullptr);
-  peers->scratch.assign(size_, nullptr);
-  const int right = (rank_ + 1) % size_;
-  for (int p = 0; p < size_; ++p) {
-    const bool same = ipc.peer(p).same_process || p == rank_;
-    const OpRecord& r = peers->records[p];
-    bool need_in = desc.kind == OpKind::kReduceScatter || desc.kind == OpKind::kAllReduce || reduce_root ||
-                   (desc.kind == OpKind::kBroadcast && static_cast<int>(desc.root) == p);
-    bool need_out = desc.kind == OpKind::kAllGather || desc.kind == OpKind::kAllToAll ||
-                    (desc.kind == OpKind::kAllReduce && !peers->oneshot);
-    if (ring) {  // a ring rank writes only into its right neighbour
-      need_in = false;
-      need_out = p == right;
-      if (p == right && desc.kind == OpKind::kReduceScatter) {
-        auto m = ipc.imports().map(p, r.scratch, same, quiesce);
-        if (!m.ok()) return m.status().with_context("ring scratch of " + ipc.describe(p));
-        peers->scratch[p] = m.value();
-      }
-    }
-    if (need_in) {
-      auto m = ipc.imports().map(p, r.in, same, quiesce);
-      if (!m.ok()) return m.status().with_context("input of " + ipc.describe(p));
-      peers->in[p] = m.value();
-    }
-    if (need_out) {
-      auto m = ipc.imports().map(p, r.out, same, quiesce);
-      if (!m.ok()) return m.status().with_context("output of " + ipc.describe(p));
-      peers->out[p] = m.value();
-    }
-  }
-  return Status();
-}
-
-Status GpuComm::check_streams(uint64_t seq, const Peers& peers) const {
-  for (const auto& [p, q] : sharers_) {
-    const OpRecord &a = peers.records[p], &b = peers.records[q];
-    if (a.stream_id != b.stream_id && !(a.stream_legacy && b.stream_blocking) &&
-        !(b.stream_legacy && a.stream_blocking))
-      continue;
-    const auto& gpu = shared_->ipc->peer(p);
-    return Status(
-        Code::kInvalidArgument,
-        "GPU collective " + std::to_string(seq) + ": rank " + std::to_string(p) + " and rank " + std::to_string(q) +
-            " share GPU " + std::to_string(gpu.device) + " (" + gpu.uuid.substr(0, 12) + ") in process " +
-            std::to_string(gpu.pid) + " and issued it on " +
-            (a.stream_id == b.stream_id ? "the same stream" : "the legacy default stream and one that waits for it") +
-            ": one rank's kernel would wait behind the other's, which waits for it, until the timeout. "
-            "Give each rank its own stream made with cudaStreamCreateWithFlags(..., cudaStreamNonBlocking)");
-  }
   return Status();
 }
 

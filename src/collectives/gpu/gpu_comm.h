@@ -46,6 +46,8 @@
 
 namespace zw::internal::gpu {
 
+struct OpRecord;  // one rank's descriptor of one operation (gpu_exchange.h)
+
 // State shared by the engine and the Work handles of its operations (which may outlive the communicator).
 struct GpuShared {
   std::unique_ptr<transport::cuda_ipc::CudaIpcTransport> ipc;
@@ -81,8 +83,14 @@ class GpuComm final : public GpuEngine {
   Result<Work> issue_alone(const OpDesc& desc, const CollectiveOptions& o, size_t slot);
   // The end of an issue: the completion event after the operation on `stream`, and the Work that polls it.
   Result<Work> complete(const OpDesc& desc, uint64_t seq, size_t slot, cudaStream_t stream);
+  // Before any kernel (gpu_exchange.cc): this rank's descriptor to every peer and theirs here (describe, gather), the
+  // same operation on every rank or a desync, then the peers' buffers that this rank's share touches mapped
+  // (map_peers).
   Status exchange(uint64_t seq, const OpDesc& desc, const CollectiveOptions& o, bool ring, int ring_blocks,
                   Peers* peers);
+  Result<OpRecord> describe(uint64_t seq, const OpDesc& desc, const CollectiveOptions& o, bool ring, int ring_blocks);
+  Status gather(uint64_t seq, const OpRecord& mine, Peers* peers);
+  Status map_peers(const OpDesc& desc, bool ring, Peers* peers);
   // Refuses the operation when two ranks of one process on one GPU issued it on streams that serialize.
   Status check_streams(uint64_t seq, const Peers& peers) const;
   Status build(const OpDesc& desc, const CollectiveOptions& o, const Peers& peers, DirectArgs* args) const;
