@@ -79,6 +79,7 @@ struct CommConfig {
   int64_t eager_bytes = -1;          // largest eager (no clear-to-send) transfer; 0 disables; < 0 = ZW_EAGER_BYTES
   std::string cuda_path;             // device memory: "auto", "ipc" or "staged"; empty = ZW_CUDA_PATH
   int64_t cuda_staging_chunk = -1;   // pipeline chunk of the staged device path; < 0 = ZW_CUDA_STAGING_CHUNK
+  int64_t cuda_blocks = -1;          // thread blocks a device kernel may use; 0: by size; < 0 = ZW_CUDA_BLOCKS
   int monitor = -1;                  // operation records and metrics: 1 on, 0 off; < 0 = ZW_MONITOR
   std::string name = "default";      // distinguishes several communicators sharing one store
 };

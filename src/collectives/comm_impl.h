@@ -51,6 +51,7 @@ struct CommSettings {
   std::string store_address;   // for the tcp backend's interface choice
   std::string cuda_path;       // device-memory path: auto, ipc or staged
   size_t cuda_staging_chunk;   // pipeline chunk of the staged device path, bytes
+  int64_t cuda_blocks;         // most thread blocks a node-local device kernel uses (0: by size, up to its SMs' share)
   bool monitor;                // operation records and metrics (monitor/comm_monitor.h)
 };
 // CommSettings::tree_threshold of ZW_TREE_THRESHOLD=auto, until the world size is known.

@@ -28,6 +28,7 @@ Result<CommSettings> resolve_settings(const CommConfig& config) {
   s.cuda_path = config.cuda_path.empty() ? k.cuda_path : config.cuda_path;
   s.cuda_staging_chunk =
       static_cast<size_t>(config.cuda_staging_chunk >= 0 ? config.cuda_staging_chunk : k.cuda_staging_chunk);
+  s.cuda_blocks = config.cuda_blocks >= 0 ? config.cuda_blocks : k.cuda_blocks;
   s.monitor = config.monitor >= 0 ? config.monitor != 0 : k.monitor != 0;
   if (s.cuda_path != "auto" && s.cuda_path != "ipc" && s.cuda_path != "staged")
     return Status(Code::kInvalidArgument,

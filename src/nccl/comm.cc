@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "common/knobs.h"
+#include "common/log.h"
 #include "nccl/nccl_env.h"
 #include "nccl/nccl_internal.h"
 #include "zerowire/bootstrap.h"
@@ -64,6 +65,10 @@ ncclResult_t create_zw(ncclComm* comm) {
   }
   CommConfig config;
   config.name = comm->store_name;
+  if (comm->options.max_ctas > 0) config.cuda_blocks = comm->options.max_ctas;
+  if (!comm->options.ignored.empty())
+    ZW_INFO(kInit, "libzwnccl: %s (rank %d): ncclConfig_t fields with no effect under zerowire: %s",
+            comm->store_name.c_str(), comm->rank, comm->options.ignored.c_str());
   auto created = Communicator::create(comm->store, comm->rank, comm->nranks, config);
   if (!created.ok()) {
     ncclResult_t r = fail(comm, created.status(), "creating the communicator of rank " + std::to_string(comm->rank) +

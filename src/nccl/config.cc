@@ -9,6 +9,8 @@
 // makes them the signed sums), not int8 or the fp8 types (ncclInvalidUsage, named).
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
+#include <utility>
 
 #include "nccl/nccl_internal.h"
 
@@ -48,6 +50,35 @@ ncclResult_t read_config(const ncclConfig_t* c, CommOptions* out) {
     out->blocking = c->blocking == 1;
   }
   if (has_field<const char*>(c, offsetof(ncclConfig_t, commName)) && c->commName != nullptr) out->name = c->commName;
+  if (has_field<int>(c, offsetof(ncclConfig_t, maxCTAs)) && c->maxCTAs != NCCL_CONFIG_UNDEF_INT) {
+    if (c->maxCTAs < 1)
+      return fail(nullptr, ncclInvalidArgument,
+                  "ncclConfig_t::maxCTAs is " + std::to_string(c->maxCTAs) + ": it must be at least 1");
+    out->max_ctas = c->maxCTAs;
+  }
+  // Hints that shape NCCL's own kernels, network plugins or sharing between communicators: accepted, named in the log.
+  auto note = [&](const char* field, const std::string& value) {
+    out->ignored += (out->ignored.empty() ? "" : ", ") + std::string(field) + "=" + value;
+  };
+  static constexpr std::pair<const char*, size_t> kIntHints[] = {
+      {"cgaClusterSize", offsetof(ncclConfig_t, cgaClusterSize)},
+      {"minCTAs", offsetof(ncclConfig_t, minCTAs)},
+      {"splitShare", offsetof(ncclConfig_t, splitShare)},
+      {"trafficClass", offsetof(ncclConfig_t, trafficClass)},
+      {"collnetEnable", offsetof(ncclConfig_t, collnetEnable)},
+      {"CTAPolicy", offsetof(ncclConfig_t, CTAPolicy)},
+      {"shrinkShare", offsetof(ncclConfig_t, shrinkShare)},
+      {"nvlsCTAs", offsetof(ncclConfig_t, nvlsCTAs)},
+      {"nChannelsPerNetPeer", offsetof(ncclConfig_t, nChannelsPerNetPeer)},
+      {"nvlinkCentricSched", offsetof(ncclConfig_t, nvlinkCentricSched)},
+  };
+  for (const auto& [field, offset] : kIntHints) {
+    if (!has_field<int>(c, offset)) continue;
+    int value = 0;
+    std::memcpy(&value, reinterpret_cast<const char*>(c) + offset, sizeof value);
+    if (value != NCCL_CONFIG_UNDEF_INT) note(field, std::to_string(value));
+  }
+  if (has_field<const char*>(c, offsetof(ncclConfig_t, netName)) && c->netName != nullptr) note("netName", c->netName);
   return ncclSuccess;
 }
 

@@ -30,6 +30,8 @@ namespace zw::nccl {
 struct CommOptions {
   bool blocking = true;  // ncclConfig_t::blocking (0: init returns ncclInProgress)
   std::string name;      // ncclConfig_t::commName (log and error messages only)
+  int max_ctas = -1;     // ncclConfig_t::maxCTAs: thread blocks a device kernel may use (CommConfig::cuda_blocks)
+  std::string ignored;   // the fields set that zerowire has no use for ("minCTAs=4, netName=IB"), logged at creation
 };
 
 // One operation as the API recorded it; issued at once, or at ncclGroupEnd.

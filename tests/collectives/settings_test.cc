@@ -46,5 +46,17 @@ TEST(TimeoutSetting, HugeOrInfiniteIsRefused) {
   EXPECT_TRUE(internal::resolve_settings(ok).ok());
 }
 
+// CommConfig::cuda_blocks (libzwnccl's ncclConfig_t::maxCTAs) wins over ZW_CUDA_BLOCKS; unset, the knob's value holds.
+TEST(CudaBlocksSetting, TheConfigWinsOverTheKnob) {
+  CommConfig c;
+  c.cuda_blocks = 8;
+  auto s = internal::resolve_settings(c);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s->cuda_blocks, 8);
+  auto d = internal::resolve_settings(CommConfig{});
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->cuda_blocks, knobs().cuda_blocks);
+}
+
 }  // namespace
 }  // namespace zw::test

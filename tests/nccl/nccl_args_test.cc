@@ -87,6 +87,18 @@ TEST(NcclArgs, Configs) {
   older.netName = nullptr;
   ASSERT_EQ(ncclCommInitRankConfig(&comm, 1, id, 0, &older), ncclSuccess) << last();
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  // maxCTAs limits the device kernels' thread blocks (CommConfig::cuda_blocks); it must be at least 1. The hints
+  // zerowire has no use for (minCTAs, netName, ...) are accepted.
+  ncclConfig_t bad_ctas = NCCL_CONFIG_INITIALIZER;
+  bad_ctas.maxCTAs = 0;
+  EXPECT_EQ(ncclCommInitRankConfig(&comm, 1, id, 0, &bad_ctas), ncclInvalidArgument);
+  EXPECT_NE(last().find("maxCTAs is 0"), std::string::npos) << last();
+  ncclConfig_t hinted = NCCL_CONFIG_INITIALIZER;
+  hinted.maxCTAs = 8;
+  hinted.minCTAs = 2;
+  hinted.netName = "IB";
+  ASSERT_EQ(ncclCommInitRankConfig(&comm, 1, id, 0, &hinted), ncclSuccess) << last();
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }
 
 TEST(NcclArgs, OperationArguments) {

@@ -80,7 +80,8 @@ Result<std::unique_ptr<GpuComm>> GpuComm::create(CommImpl& impl, int device, Sto
   g->threads_ = static_cast<int>(std::clamp<int64_t>(k.cuda_threads / 32 * 32, 64, 1024));
   const int fit = std::max(1, g->shared_->ipc->device().sm_count / g->shared_->ipc->ranks_on_device());
   // Measured on 2×H200 (docs/PERF.md): every SM moving data gives 330-360 GB/s at 1 GiB, 32 blocks 260-320.
-  g->max_blocks_ = k.cuda_blocks > 0 ? static_cast<int>(std::min<int64_t>(k.cuda_blocks, fit)) : fit;
+  const int64_t blocks = impl.settings().cuda_blocks;  // CommConfig::cuda_blocks, else ZW_CUDA_BLOCKS
+  g->max_blocks_ = blocks > 0 ? static_cast<int>(std::min<int64_t>(blocks, fit)) : fit;
   if (k.cuda_algo != "auto" && k.cuda_algo != "direct" && k.cuda_algo != "ring")
     return Status(Code::kInvalidArgument, "ZW_CUDA_ALGO=" + k.cuda_algo + " is not one of auto, direct, ring");
   g->ring_ = k.cuda_algo == "ring";
