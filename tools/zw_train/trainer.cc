@@ -8,15 +8,16 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include "model/gpt.h"
+#include "zerowire/metrics.h"
 #include "zw_train/data.h"
 #include "zw_train/ds_config.h"
 #include "zw_train/metrics.h"
 #include "zw_train/optim.h"
 #include "zw_train/strategy.h"
-#include "zerowire/metrics.h"
 
 namespace zw::train {
 namespace {
@@ -310,6 +311,8 @@ Result<TrainReport> run_zero_training(const TrainConfig& config, const zero::Zer
 }
 
 Result<TrainReport> run_zero_training_from_env(const TrainConfig& config, const std::string& ds_config_path) {
+  // A file that cannot be opened is reported before this rank looks for its launcher and waits for its peers.
+  if (std::ifstream probe(ds_config_path); !probe) return zero::load_zero_config(ds_config_path, 1, "").status();
   ZW_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, Communicator::create_from_environment());
   const std::string source = "ZW_WORLD_SIZE=" + std::to_string(comm->size()) + " (the launcher's rank count)";
   ZW_ASSIGN_OR_RETURN(const DsSetup setup, load_ds_config(config, ds_config_path, comm->size(), source));
