@@ -83,5 +83,15 @@ TEST(Knobs, ParseBytes) {
   EXPECT_FALSE(parse_bytes("-1", &v));
 }
 
+// A fallback source installed once the knobs were read comes too late: set_knob_fallback says so, and the knobs keep
+// the values they were read with (libzwnccl installs its NCCL_* translation at load, before any read).
+TEST(Knobs, AFallbackAfterTheFirstReadIsRefused) {
+  const Knobs& before = knobs();
+  EXPECT_FALSE(set_knob_fallback([](const char*) -> const char* { return "TRACE"; }));
+  EXPECT_EQ(&knobs(), &before);
+  EXPECT_EQ(knobs().debug, before.debug);
+  set_knob_fallback(nullptr);
+}
+
 }  // namespace
 }  // namespace zw
