@@ -52,5 +52,12 @@ struct UniqueId {
 Result<UniqueId> create_unique_id();
 // Connects to the store an id names.
 Result<std::shared_ptr<Store>> connect_unique_id(const UniqueId& id, Store::Timeout timeout);
+// NCCL_COMM_ID's form: the id of a store at an address every rank knows ("host:port"), so that each computes the same
+// id instead of receiving rank 0's; rank 0 serves it with serve_unique_id. Its token is derived from the address: such
+// an id carries no secret (anyone who can reach the port can join), as NCCL's bootstrap at NCCL_COMM_ID does not.
+Result<UniqueId> unique_id_at(const std::string& host_port);
+// Serves the store an id from unique_id_at names, in this process, on every interface at its port (once per id:
+// later calls find it served). kInvalidArgument for other ids (their creator serves them); the port's bind error.
+Status serve_unique_id(const UniqueId& id);
 
 }  // namespace zw

@@ -7,8 +7,11 @@
 #include <sys/random.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "bootstrap/bootstrap_internal.h"
@@ -39,10 +42,23 @@ class Registry {
     std::lock_guard<std::mutex> lock(mu_);
     servers_.push_back(std::move(server));
   }
+  // Runs `start` unless a server for `address` is already kept (serve_unique_id: once per fixed address).
+  Status keep_once(const std::string& address, const std::function<Result<std::unique_ptr<TcpStoreServer>>()>& start) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!fixed_.insert(address).second) return Status();
+    auto server = start();
+    if (!server.ok()) {
+      fixed_.erase(address);
+      return server.status();
+    }
+    servers_.push_back(std::move(server).value());
+    return Status();
+  }
 
  private:
   std::mutex mu_;
   std::vector<std::unique_ptr<TcpStoreServer>> servers_;
+  std::set<std::string> fixed_;  // addresses served for unique_id_at ids
 };
 
 Result<std::string> random_token() {
@@ -59,6 +75,19 @@ Result<std::string> random_token() {
   for (unsigned char b : raw) {
     token.push_back(kHex[b >> 4]);
     token.push_back(kHex[b & 15]);
+  }
+  return token;
+}
+
+// The token of a unique_id_at id: 32 hex digits that every rank derives from the address alike (FNV-1a, two seeds).
+std::string fixed_token(const std::string& address) {
+  std::string token;
+  for (uint64_t seed : {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull}) {
+    uint64_t h = seed;
+    for (char c : "zerowire fixed-address store " + address) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    token += hex;
   }
   return token;
 }
@@ -125,6 +154,34 @@ Result<UniqueId> create_unique_id() {
 Result<std::shared_ptr<Store>> connect_unique_id(const UniqueId& id, Store::Timeout timeout) {
   ZW_ASSIGN_OR_RETURN(UniqueIdParts d, decode_unique_id(id));
   return connect_tcp_store(d.address, d.token, timeout);
+}
+
+Result<UniqueId> unique_id_at(const std::string& host_port) {
+  Result<net::HostPort> hp = net::parse_host_port(host_port);
+  if (!hp.ok()) return Status(Code::kInvalidArgument, hp.status().message() + " (e.g. node0:29500 or [fd00::1]:29500)");
+  const std::string address = hp->to_string();
+  return encode_unique_id(address, fixed_token(address));
+}
+
+Status serve_unique_id(const UniqueId& id) {
+  ZW_ASSIGN_OR_RETURN(UniqueIdParts d, decode_unique_id(id));
+  if (d.token != fixed_token(d.address))
+    return Status(Code::kInvalidArgument, "the unique id of " + d.address +
+                                              " was not made by unique_id_at: create_unique_id's ids are served by "
+                                              "the process that created them");
+  ZW_ASSIGN_OR_RETURN(net::HostPort hp, net::parse_host_port(d.address));
+  return Registry::instance().keep_once(d.address, [&]() -> Result<std::unique_ptr<TcpStoreServer>> {
+    TcpStoreServerOptions options;
+    options.listen_address =
+        net::HostPort{hp.host.find(':') != std::string::npos ? "::" : "0.0.0.0", hp.port}.to_string();
+    options.auth_token = d.token;
+    const int64_t max_frame = knobs().store_max_frame;
+    if (max_frame > 0) options.max_frame_bytes = static_cast<size_t>(max_frame);
+    auto server = start_tcp_store_server(options);
+    if (!server.ok()) return server.status().with_context("serving the store of " + d.address);
+    ZW_INFO(kBoot, "serving the store of the fixed address %s", d.address.c_str());
+    return server;
+  });
 }
 
 }  // namespace zw

@@ -2,12 +2,14 @@
 // ncclCommGetAsyncError.
 //
 // ncclGetUniqueId starts a zerowire TCP store server in the calling process (zw::create_unique_id: address and auth
-// token in the id; one server per id, kept until exit). ncclCommInitRank connects to it and creates a
-// zw::Communicator of nranks over it, named "nccl/<n>" for the n-th communicator created from that id (split and
-// shrink children extend their parent's name). Inside a group the creation waits for
-// ncclGroupEnd (group.cc); with config->blocking == 0 it runs in a thread of its own and the call returns
+// token in the id; one server per id, kept until exit); with NCCL_COMM_ID=host:port every rank computes the id of a
+// store at that address instead (zw::unique_id_at) and rank 0's ncclCommInit* serves it (zw::serve_unique_id).
+// ncclCommInitRank connects to it and creates a zw::Communicator of nranks over it, named "nccl/<n>" for the n-th
+// communicator created from that id (split and shrink children extend their parent's name). Inside a group the creation
+// waits for ncclGroupEnd (group.cc); with config->blocking == 0 it runs in a thread of its own and the call returns
 // ncclInProgress. Non-goals: interrupting a creation that waits for absent ranks (it ends at ZW_TIMEOUT).
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/knobs.h"
@@ -34,6 +36,10 @@ ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int 
   if (ncclResult_t r = read_config(config, &options); r != ncclSuccess) return r;
   UniqueId uid;
   std::memcpy(uid.bytes, id.internal, sizeof uid.bytes);
+  if (rank == 0 && std::getenv("NCCL_COMM_ID") != nullptr) {  // as NCCL: rank 0 serves the id NCCL_COMM_ID names
+    const Status served = serve_unique_id(uid);
+    if (!served.ok()) return fail(nullptr, served, std::string(call) + " on rank 0 (NCCL_COMM_ID)");
+  }
   auto store = connect_unique_id(uid, store_timeout());
   if (!store.ok()) return fail(nullptr, store.status(), std::string(call) + " on rank " + std::to_string(rank));
   auto* comm = new ncclComm;
@@ -137,8 +143,12 @@ extern "C" {
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   zw::nccl::report_nccl_env();
   if (id == nullptr) return fail(nullptr, ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
-  auto uid = zw::create_unique_id();
-  if (!uid.ok()) return fail(nullptr, uid.status(), "ncclGetUniqueId: starting the store server");
+  // NCCL_COMM_ID: every rank computes the id of the store at that address (rank 0's ncclCommInit* serves it).
+  const char* fixed = std::getenv("NCCL_COMM_ID");
+  auto uid = fixed != nullptr ? zw::unique_id_at(fixed) : zw::create_unique_id();
+  if (!uid.ok())
+    return fail(nullptr, uid.status(),
+                fixed != nullptr ? "ncclGetUniqueId: NCCL_COMM_ID" : "ncclGetUniqueId: starting the store server");
   static_assert(sizeof(uid->bytes) == sizeof(id->internal), "zerowire's unique id is NCCL's size");
   std::memcpy(id->internal, uid->bytes, sizeof id->internal);
   return ncclSuccess;

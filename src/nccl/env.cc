@@ -144,6 +144,10 @@ NcclEnv translate_nccl_env(const std::vector<std::pair<std::string, std::string>
     const Rule* rule = nullptr;
     for (const Rule& r : kRules)
       if (name == r.nccl) rule = &r;
+    if (name == "NCCL_COMM_ID") {  // read by ncclGetUniqueId and rank 0's ncclCommInit* themselves (comm.cc)
+      out.notes.push_back({false, name + "=" + value + ": every unique id names the store at that address"});
+      continue;
+    }
     if (rule == nullptr) {
       unread.push_back(name);
       continue;

@@ -45,6 +45,35 @@ TEST(UniqueId, AdvertisesTheHostNameOrTheSelectedInterfacesAddress) {
   EXPECT_TRUE((*store)->set("k", "v").ok());
 }
 
+// NCCL_COMM_ID's form: every rank computes the same id for an agreed address; rank 0 serves it (once, however often
+// asked), and only such ids can be served that way.
+TEST(UniqueId, AnIdAtAFixedAddressIsTheSameOnEveryRankAndServedOnce) {
+  uint16_t port = 0;
+  {
+    auto probe = net::listen_tcp(net::HostPort{"127.0.0.1", 0}, 1, &port);  // a free port, released at once
+    ASSERT_TRUE(probe.ok()) << probe.status().to_string();
+  }
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  auto a = unique_id_at(address), b = unique_id_at(address);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string();
+  EXPECT_EQ(std::memcmp(a->bytes, b->bytes, sizeof a->bytes), 0);
+  EXPECT_EQ(std::string(a->bytes), address);
+  ASSERT_TRUE(serve_unique_id(*a).ok());
+  EXPECT_TRUE(serve_unique_id(*b).ok()) << "a second call finds it served";
+  auto first = connect_unique_id(*a, seconds(5)), second = connect_unique_id(*b, seconds(5));
+  ASSERT_TRUE(first.ok() && second.ok()) << first.status().to_string();
+  ASSERT_TRUE((*first)->set("k", "v").ok());
+  EXPECT_EQ((*second)->get("k", milliseconds(1000)).value(), "v");
+  auto random = create_unique_id();
+  ASSERT_TRUE(random.ok());
+  const Status refused = serve_unique_id(*random);
+  EXPECT_EQ(refused.code(), Code::kInvalidArgument) << refused.to_string();
+  EXPECT_NE(refused.message().find("not made by unique_id_at"), std::string::npos) << refused.to_string();
+  auto bad = unique_id_at("no-port-here");
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument) << bad.status().to_string();
+  EXPECT_NE(bad.status().message().find("'no-port-here'"), std::string::npos) << bad.status().to_string();
+}
+
 TEST(UniqueId, EachIdHasItsOwnStoreAndRandomToken) {
   auto x = create_unique_id(), y = create_unique_id();
   ASSERT_TRUE(x.ok() && y.ok());

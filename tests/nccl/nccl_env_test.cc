@@ -4,9 +4,12 @@
 // on zerowire's INFO lines, which say what was read).
 #include "nccl/nccl_env.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -138,6 +141,47 @@ TEST(NcclEnv, TheVariablesTakeEffectInAProcessThatLoadsLibzwnccl) {
   EXPECT_NE(out.find("libzwnccl: NCCL_DEBUG=INFO read as ZW_DEBUG=INFO"), std::string::npos) << out;
   EXPECT_NE(out.find("libzwnccl: NCCL_SOCKET_IFNAME==lo read as ZW_SOCKET_IFNAME==lo"), std::string::npos) << out;
   EXPECT_NE(out.find("not read (no zerowire equivalent): NCCL_NVLS_ENABLE"), std::string::npos) << out;
+}
+
+// NCCL_COMM_ID: three processes each call ncclGetUniqueId themselves, get the same id, and rank 0's ncclCommInitRank
+// serves the store there; their host all-reduce is right.
+TEST(NcclEnv, NcclCommIdLetsEveryRankComputeTheId) {
+  uint16_t port = 0;
+  {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);  // a free port, released at once
+    ASSERT_GE(fd, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    socklen_t len = sizeof a;
+    ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    port = ntohs(a.sin_port);
+    close(fd);
+  }
+  std::vector<std::string> env_text = {"NCCL_COMM_ID=127.0.0.1:" + std::to_string(port)};
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    if (entry.rfind("NCCL_", 0) != 0) env_text.push_back(entry);
+  }
+  std::vector<char*> envp;
+  for (std::string& e : env_text) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const int n = 3;
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    std::string prog = RANK_PATH, flag = "--comm-id", rank = std::to_string(r), size = std::to_string(n),
+                mode = "allreduce";
+    char* argv[] = {prog.data(), flag.data(), rank.data(), size.data(), mode.data(), nullptr};
+    pid_t pid = -1;
+    ASSERT_EQ(posix_spawn(&pid, RANK_PATH, nullptr, nullptr, argv, envp.data()), 0);
+    pids.push_back(pid);
+  }
+  for (int r = 0; r < n; ++r) {
+    int status = 0;
+    waitpid(pids[size_t(r)], &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << r << " status " << status;
+  }
 }
 
 }  // namespace

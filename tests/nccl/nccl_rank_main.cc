@@ -2,6 +2,8 @@
 //   die:       create the communicator, then exit at once with code 3 (a peer that dies)
 //   allreduce: create it, run one host all-reduce of 1000 floats (value rank+1), check the sum, exit 0
 // `zw_nccl_rank --unique-id`: create a unique id and print the store address it carries (nccl_env_test.cc).
+// `zw_nccl_rank --comm-id RANK NRANKS MODE`: as above with the id of this process's own ncclGetUniqueId (NCCL_COMM_ID
+// set: every rank computes the same one).
 #include <unistd.h>
 
 #include <cstdio>
@@ -23,13 +25,21 @@ int main(int argc, char** argv) {
     std::printf("unique id address: %s\n", id.internal);  // "address\0token": the address
     return 0;
   }
-  if (argc != 5 || std::strlen(argv[1]) != 2 * NCCL_UNIQUE_ID_BYTES) {
-    std::fprintf(stderr, "usage: zw_nccl_rank ID_HEX RANK NRANKS die|allreduce\n");
+  if (argc != 5 || (std::strcmp(argv[1], "--comm-id") != 0 && std::strlen(argv[1]) != 2 * NCCL_UNIQUE_ID_BYTES)) {
+    std::fprintf(stderr, "usage: zw_nccl_rank ID_HEX|--comm-id RANK NRANKS die|allreduce\n");
     return 2;
   }
   ncclUniqueId id;
-  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; ++i)
-    id.internal[i] = static_cast<char>(std::stoi(std::string(argv[1] + 2 * i, 2), nullptr, 16));
+  const bool own_id = std::strcmp(argv[1], "--comm-id") == 0;  // each rank computes it (NCCL_COMM_ID)
+  if (own_id) {
+    if (ncclGetUniqueId(&id) != ncclSuccess) {
+      std::fprintf(stderr, "ncclGetUniqueId failed: %s\n", ncclGetLastError(nullptr));
+      return 1;
+    }
+  } else {
+    for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; ++i)
+      id.internal[i] = static_cast<char>(std::stoi(std::string(argv[1] + 2 * i, 2), nullptr, 16));
+  }
   const int rank = std::atoi(argv[2]), n = std::atoi(argv[3]);
   ncclComm_t comm = nullptr;
   if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) {
