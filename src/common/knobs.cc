@@ -27,6 +27,7 @@ struct Row {
 const Row kKnobTable[] = {
   {{"ZW_DEBUG", KnobType::kString, "WARN", "log level: NONE, WARN, INFO or TRACE", false}, &Knobs::debug},
   {{"ZW_DEBUG_SUBSYS", KnobType::kString, "ALL", "subsystems to log: ALL, INIT,BOOT,SHM,TCP,VERBS,CUDA,COLL,ZERO,OPT,TOOL, or ^list", false}, &Knobs::debug_subsys},
+  {{"ZW_DEBUG_FILE", KnobType::kString, "", "file the log lines go to instead of stderr, appended to; %h is replaced by the host name and %p by the pid (as NCCL_DEBUG_FILE); one that cannot be opened leaves them on stderr, with a warning", false}, &Knobs::debug_file},
   {{"ZW_RANK", KnobType::kInt, "-1", "rank of this process (set by zwrun; -1 = discover from torchrun/Slurm/Open MPI variables)", false}, &Knobs::rank},
   {{"ZW_WORLD_SIZE", KnobType::kInt, "-1", "number of ranks in the job", false}, &Knobs::world_size},
   {{"ZW_LOCAL_RANK", KnobType::kInt, "-1", "rank among the processes of this host", false}, &Knobs::local_rank},

@@ -16,6 +16,7 @@ namespace zw {
 struct Knobs {
   std::string debug;           // ZW_DEBUG: NONE, WARN, INFO or TRACE
   std::string debug_subsys;    // ZW_DEBUG_SUBSYS: ALL, a comma list, or ^list to exclude
+  std::string debug_file;      // ZW_DEBUG_FILE: log to this file instead of stderr (%h host, %p pid)
   int64_t rank;                // ZW_RANK: this process's rank (-1: discover from other launchers)
   int64_t world_size;          // ZW_WORLD_SIZE
   int64_t local_rank;          // ZW_LOCAL_RANK

@@ -1,10 +1,12 @@
 // Logging implementation: level and subsystem mask come from the knob table, parsed once.
 #include "common/log.h"
 
+#include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -19,7 +21,28 @@ struct Settings {
   Level level = Level::kWarn;
   uint32_t subsys_mask = ~0u;
   std::string host;
+  int fd = STDERR_FILENO;  // where lines go: stderr, or ZW_DEBUG_FILE
 };
+
+// ZW_DEBUG_FILE with %h (host), %p (pid) and %% replaced.
+std::string expand_path(const std::string& pattern, const std::string& host) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%' || i + 1 == pattern.size()) {
+      out += pattern[i];
+      continue;
+    }
+    const char c = pattern[++i];
+    if (c == 'h') {
+      out += host;
+    } else if (c == 'p') {
+      out += std::to_string(getpid());
+    } else {
+      out += c == '%' ? "%" : std::string("%") + c;
+    }
+  }
+  return out;
+}
 
 struct SubsysName {
   const char* name;
@@ -65,6 +88,16 @@ const Settings& settings() {
     char host[256] = {0};
     gethostname(host, sizeof host - 1);
     out.host = host;
+    if (!k.debug_file.empty()) {
+      const std::string path = expand_path(k.debug_file, out.host);
+      const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        out.fd = fd;  // kept open until exit: log lines may come from any thread until then
+      } else {
+        std::fprintf(stderr, "zerowire WARN ZW_DEBUG_FILE=%s: cannot open %s (%s); logging to stderr\n",
+                     k.debug_file.c_str(), path.c_str(), std::strerror(errno));
+      }
+    }
     return out;
   }();
   return s;
@@ -111,7 +144,7 @@ void write(Level level, Subsys subsys, const char* fmt, ...) {
   va_end(args);
   size_t len = static_cast<size_t>(n) + (m < 0 ? 0 : std::min<size_t>(m, sizeof line - n - 2));
   line[len++] = '\n';
-  ssize_t ignored = ::write(STDERR_FILENO, line, len);
+  ssize_t ignored = ::write(s.fd, line, len);
   (void)ignored;
 }
 

@@ -94,6 +94,7 @@ struct Rule {
 constexpr Rule kRules[] = {
     {"NCCL_DEBUG", "ZW_DEBUG", debug_level},
     {"NCCL_DEBUG_SUBSYS", "ZW_DEBUG_SUBSYS", debug_subsys},
+    {"NCCL_DEBUG_FILE", "ZW_DEBUG_FILE", verbatim},
     {"NCCL_SOCKET_IFNAME", "ZW_SOCKET_IFNAME", verbatim},
     {"NCCL_IB_HCA", "ZW_IB_HCA", verbatim},
     {"NCCL_IB_GID_INDEX", "ZW_IB_GID_INDEX", verbatim},

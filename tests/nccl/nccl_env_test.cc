@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -141,6 +142,47 @@ TEST(NcclEnv, TheVariablesTakeEffectInAProcessThatLoadsLibzwnccl) {
   EXPECT_NE(out.find("libzwnccl: NCCL_DEBUG=INFO read as ZW_DEBUG=INFO"), std::string::npos) << out;
   EXPECT_NE(out.find("libzwnccl: NCCL_SOCKET_IFNAME==lo read as ZW_SOCKET_IFNAME==lo"), std::string::npos) << out;
   EXPECT_NE(out.find("not read (no zerowire equivalent): NCCL_NVLS_ENABLE"), std::string::npos) << out;
+}
+
+// NCCL_DEBUG_FILE (as ZW_DEBUG_FILE): the log lines go to that file, %p replaced by the pid, not to stderr.
+TEST(NcclEnv, NcclDebugFileTakesTheLogLines) {
+  char dir[] = "/tmp/zw-nccl-log-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string err_path = std::string(dir) + "/stderr";
+  const int fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fd, STDERR_FILENO);
+  std::vector<std::string> env_text = {"NCCL_DEBUG=INFO", "NCCL_DEBUG_FILE=" + std::string(dir) + "/nccl.%p.log"};
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    if (entry.rfind("NCCL_", 0) != 0 && entry.rfind("ZW_", 0) != 0) env_text.push_back(entry);
+  }
+  std::vector<char*> envp;
+  for (std::string& e : env_text) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string prog = RANK_PATH, flag = "--unique-id";
+  char* argv[] = {prog.data(), flag.data(), nullptr};
+  pid_t pid = -1;
+  ASSERT_EQ(posix_spawn(&pid, RANK_PATH, &actions, nullptr, argv, envp.data()), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fd);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  const std::string log_path = std::string(dir) + "/nccl." + std::to_string(pid) + ".log";
+  const std::string log = slurp(log_path), err = slurp(err_path);
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << err;
+  EXPECT_NE(log.find("libzwnccl: NCCL_DEBUG=INFO read as ZW_DEBUG=INFO"), std::string::npos) << log;
+  EXPECT_NE(log.find("created unique id for the store"), std::string::npos) << log;
+  EXPECT_EQ(err.find("zerowire INFO"), std::string::npos) << err;
 }
 
 // NCCL_COMM_ID: three processes each call ncclGetUniqueId themselves, get the same id, and rank 0's ncclCommInitRank
