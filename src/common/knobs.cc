@@ -132,6 +132,29 @@ bool assign(Knobs* k, const Row& row, const std::string& text) {
 
 }  // namespace
 
+std::string expand_path_pattern(const std::string& pattern, int rank) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%' || i + 1 == pattern.size()) {
+      out += pattern[i];
+      continue;
+    }
+    const char c = pattern[++i];
+    if (c == 'h') {
+      char host[256] = {0};
+      gethostname(host, sizeof host - 1);
+      out += host;
+    } else if (c == 'p') {
+      out += std::to_string(getpid());
+    } else if (c == 'r' && rank >= 0) {
+      out += std::to_string(rank);
+    } else {
+      out += c == '%' ? std::string("%") : std::string("%") + c;
+    }
+  }
+  return out;
+}
+
 bool parse_bytes(const std::string& text, int64_t* out) {
   if (text.empty()) return false;
   char* end = nullptr;

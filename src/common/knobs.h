@@ -107,6 +107,10 @@ const std::vector<KnobInfo>& knob_table();
 // "NAME=value" of knob `info` in `k`, value masked when secret.
 std::string knob_value_string(const Knobs& k, const KnobInfo& info);
 
+// A file-name knob's value (ZW_DEBUG_FILE, ZW_METRICS_DUMP) with %h replaced by the host name, %p by the pid, %r by
+// `rank` (left as %r when rank < 0) and %% by %; other % sequences stay as they are.
+std::string expand_path_pattern(const std::string& pattern, int rank = -1);
+
 // Parses "64K", "1M", "2G", "123" (powers of 1024). Returns false on malformed input.
 bool parse_bytes(const std::string& text, int64_t* out);
 

@@ -24,26 +24,6 @@ struct Settings {
   int fd = STDERR_FILENO;  // where lines go: stderr, or ZW_DEBUG_FILE
 };
 
-// ZW_DEBUG_FILE with %h (host), %p (pid) and %% replaced.
-std::string expand_path(const std::string& pattern, const std::string& host) {
-  std::string out;
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    if (pattern[i] != '%' || i + 1 == pattern.size()) {
-      out += pattern[i];
-      continue;
-    }
-    const char c = pattern[++i];
-    if (c == 'h') {
-      out += host;
-    } else if (c == 'p') {
-      out += std::to_string(getpid());
-    } else {
-      out += c == '%' ? "%" : std::string("%") + c;
-    }
-  }
-  return out;
-}
-
 struct SubsysName {
   const char* name;
   Subsys subsys;
@@ -89,7 +69,7 @@ const Settings& settings() {
     gethostname(host, sizeof host - 1);
     out.host = host;
     if (!k.debug_file.empty()) {
-      const std::string path = expand_path(k.debug_file, out.host);
+      const std::string path = expand_path_pattern(k.debug_file);
       const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
       if (fd >= 0) {
         out.fd = fd;  // kept open until exit: log lines may come from any thread until then

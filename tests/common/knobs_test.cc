@@ -1,6 +1,7 @@
 #include "common/knobs.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <map>
 #include <set>
@@ -91,6 +92,17 @@ TEST(Knobs, AFallbackAfterTheFirstReadIsRefused) {
   EXPECT_EQ(&knobs(), &before);
   EXPECT_EQ(knobs().debug, before.debug);
   set_knob_fallback(nullptr);
+}
+
+// File-name knobs: %h host, %p pid, %r rank (kept without one), %% a percent sign, anything else as written.
+TEST(Knobs, PathPatternsExpandHostPidRankAndPercent) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  const std::string pid = std::to_string(getpid());
+  EXPECT_EQ(expand_path_pattern("/tmp/zw.%h.%p.log"), "/tmp/zw." + std::string(host) + "." + pid + ".log");
+  EXPECT_EQ(expand_path_pattern("m/rank%r.json", 3), "m/rank3.json");
+  EXPECT_EQ(expand_path_pattern("m/rank%r.json"), "m/rank%r.json");
+  EXPECT_EQ(expand_path_pattern("100%%-%x-%"), "100%-%x-%");
 }
 
 }  // namespace

@@ -106,38 +106,72 @@ TEST(NcclEnv, UntranslatableValuesAreWarningsAndOtherVariablesAreListedAsNotRead
     EXPECT_NE(notes.find(want), std::string::npos) << want << "\n" << notes;
 }
 
-// A process started with NCCL_* variables (tests/nccl/nccl_rank_main.cc --unique-id prints its new id's address).
-TEST(NcclEnv, TheVariablesTakeEffectInAProcessThatLoadsLibzwnccl) {
-  char out_path[] = "/tmp/zw-nccl-env-XXXXXX";
-  const int fd = mkstemp(out_path);
-  ASSERT_GE(fd, 0);
+// zw_nccl_rank (tests/nccl/nccl_rank_main.cc) with `args`, in this environment less NCCL's and zerowire's settings
+// plus `env`; its stdout and stderr go to `out_path`.
+pid_t spawn_rank(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                 const std::string& out_path) {
+  std::vector<std::string> env_text = env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    if (entry.rfind("NCCL_", 0) != 0 && entry.rfind("ZW_", 0) != 0) env_text.push_back(entry);
+  }
+  std::vector<char*> envp, argv;
+  for (std::string& e : env_text) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> arg_text = {RANK_PATH};
+  arg_text.insert(arg_text.end(), args.begin(), args.end());
+  for (std::string& a : arg_text) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const int fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  EXPECT_GE(fd, 0) << out_path;
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fd, STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, fd, STDERR_FILENO);
-  std::vector<std::string> env_text = {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP", "NCCL_SOCKET_IFNAME==lo",
-                                       "NCCL_NVLS_ENABLE=0"};
-  for (char** e = environ; *e != nullptr; ++e) {  // the rest of this environment, less NCCL's and zerowire's settings
-    const std::string entry(*e);
-    if (entry.rfind("NCCL_", 0) != 0 && entry.rfind("ZW_", 0) != 0) env_text.push_back(entry);
-  }
-  std::vector<char*> envp;
-  for (std::string& e : env_text) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::string prog = RANK_PATH, flag = "--unique-id";
-  char* argv[] = {prog.data(), flag.data(), nullptr};
   pid_t pid = -1;
-  ASSERT_EQ(posix_spawn(&pid, RANK_PATH, &actions, nullptr, argv, envp.data()), 0);
+  EXPECT_EQ(posix_spawn(&pid, RANK_PATH, &actions, nullptr, argv.data(), envp.data()), 0);
   posix_spawn_file_actions_destroy(&actions);
   close(fd);
+  return pid;
+}
+
+// Whether the process exited with status 0.
+bool exited_ok(pid_t pid) {
   int status = 0;
-  waitpid(pid, &status, 0);
-  std::ifstream in(out_path);
+  return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
-  unlink(out_path);
-  const std::string out = text.str();
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  return text.str();
+}
+
+// A directory of its own for one test's files, removed with it.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char name[] = "/tmp/zw-nccl-env-XXXXXX";
+    path = mkdtemp(name) != nullptr ? name : "";
+  }
+  ~TempDir() {
+    if (!path.empty()) std::filesystem::remove_all(path);
+  }
+};
+
+// A process started with NCCL_* variables (zw_nccl_rank --unique-id prints its new id's address).
+TEST(NcclEnv, TheVariablesTakeEffectInAProcessThatLoadsLibzwnccl) {
+  const TempDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  const std::string out_path = dir.path + "/out";
+  const pid_t pid = spawn_rank(
+      {"--unique-id"},
+      {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP", "NCCL_SOCKET_IFNAME==lo", "NCCL_NVLS_ENABLE=0"},
+      out_path);
+  const bool ok = exited_ok(pid);
+  const std::string out = slurp(out_path);
+  ASSERT_TRUE(ok) << out;
   EXPECT_NE(out.find("unique id address: 127.0.0.1:"), std::string::npos) << out;
   EXPECT_NE(out.find("libzwnccl: NCCL_DEBUG=INFO read as ZW_DEBUG=INFO"), std::string::npos) << out;
   EXPECT_NE(out.find("libzwnccl: NCCL_SOCKET_IFNAME==lo read as ZW_SOCKET_IFNAME==lo"), std::string::npos) << out;
@@ -146,40 +180,14 @@ TEST(NcclEnv, TheVariablesTakeEffectInAProcessThatLoadsLibzwnccl) {
 
 // NCCL_DEBUG_FILE (as ZW_DEBUG_FILE): the log lines go to that file, %p replaced by the pid, not to stderr.
 TEST(NcclEnv, NcclDebugFileTakesTheLogLines) {
-  char dir[] = "/tmp/zw-nccl-log-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string err_path = std::string(dir) + "/stderr";
-  const int fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_GE(fd, 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fd, STDERR_FILENO);
-  std::vector<std::string> env_text = {"NCCL_DEBUG=INFO", "NCCL_DEBUG_FILE=" + std::string(dir) + "/nccl.%p.log"};
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry(*e);
-    if (entry.rfind("NCCL_", 0) != 0 && entry.rfind("ZW_", 0) != 0) env_text.push_back(entry);
-  }
-  std::vector<char*> envp;
-  for (std::string& e : env_text) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::string prog = RANK_PATH, flag = "--unique-id";
-  char* argv[] = {prog.data(), flag.data(), nullptr};
-  pid_t pid = -1;
-  ASSERT_EQ(posix_spawn(&pid, RANK_PATH, &actions, nullptr, argv, envp.data()), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  close(fd);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  auto slurp = [](const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  };
-  const std::string log_path = std::string(dir) + "/nccl." + std::to_string(pid) + ".log";
-  const std::string log = slurp(log_path), err = slurp(err_path);
-  std::filesystem::remove_all(dir);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << err;
+  const TempDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  const std::string err_path = dir.path + "/stderr";
+  const pid_t pid =
+      spawn_rank({"--unique-id"}, {"NCCL_DEBUG=INFO", "NCCL_DEBUG_FILE=" + dir.path + "/nccl.%p.log"}, err_path);
+  const bool ok = exited_ok(pid);
+  const std::string log = slurp(dir.path + "/nccl." + std::to_string(pid) + ".log"), err = slurp(err_path);
+  ASSERT_TRUE(ok) << err;
   EXPECT_NE(log.find("libzwnccl: NCCL_DEBUG=INFO read as ZW_DEBUG=INFO"), std::string::npos) << log;
   EXPECT_NE(log.find("created unique id for the store"), std::string::npos) << log;
   EXPECT_EQ(err.find("zerowire INFO"), std::string::npos) << err;
@@ -201,29 +209,16 @@ TEST(NcclEnv, NcclCommIdLetsEveryRankComputeTheId) {
     port = ntohs(a.sin_port);
     close(fd);
   }
-  std::vector<std::string> env_text = {"NCCL_COMM_ID=127.0.0.1:" + std::to_string(port)};
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry(*e);
-    if (entry.rfind("NCCL_", 0) != 0) env_text.push_back(entry);
-  }
-  std::vector<char*> envp;
-  for (std::string& e : env_text) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  const TempDir dir;
+  ASSERT_FALSE(dir.path.empty());
   const int n = 3;
   std::vector<pid_t> pids;
-  for (int r = 0; r < n; ++r) {
-    std::string prog = RANK_PATH, flag = "--comm-id", rank = std::to_string(r), size = std::to_string(n),
-                mode = "allreduce";
-    char* argv[] = {prog.data(), flag.data(), rank.data(), size.data(), mode.data(), nullptr};
-    pid_t pid = -1;
-    ASSERT_EQ(posix_spawn(&pid, RANK_PATH, nullptr, nullptr, argv, envp.data()), 0);
-    pids.push_back(pid);
-  }
-  for (int r = 0; r < n; ++r) {
-    int status = 0;
-    waitpid(pids[size_t(r)], &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << r << " status " << status;
-  }
+  for (int r = 0; r < n; ++r)
+    pids.push_back(spawn_rank({"--comm-id", std::to_string(r), std::to_string(n), "allreduce"},
+                              {"NCCL_COMM_ID=127.0.0.1:" + std::to_string(port)},
+                              dir.path + "/rank" + std::to_string(r)));
+  for (int r = 0; r < n; ++r)
+    EXPECT_TRUE(exited_ok(pids[size_t(r)])) << "rank " << r << ": " << slurp(dir.path + "/rank" + std::to_string(r));
 }
 
 }  // namespace

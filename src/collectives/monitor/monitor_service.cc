@@ -44,26 +44,6 @@ int local_rank() {
   return 0;
 }
 
-std::string expand_path(const std::string& pattern, int rank) {
-  std::string out;
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    if (pattern[i] != '%' || i + 1 == pattern.size()) {
-      out += pattern[i];
-      continue;
-    }
-    const char c = pattern[++i];
-    if (c == 'r')
-      out += std::to_string(rank);
-    else if (c == 'p')
-      out += std::to_string(getpid());
-    else if (c == 'h')
-      out += net::hostname();
-    else
-      out += std::string("%") + c;
-  }
-  return out;
-}
-
 std::string http_response(int code, const char* reason, const char* type, const std::string& body) {
   return "HTTP/1.0 " + std::to_string(code) + " " + reason + "\r\nContent-Type: " + type +
          "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
@@ -175,7 +155,7 @@ std::string MonitorService::write_dump() {
     rank = ms.front()->setup().rank;
   else
     rank = static_cast<int>(std::max<int64_t>(knobs().rank, 0));
-  const std::string path = expand_path(pattern, rank), tmp = path + ".tmp";
+  const std::string path = expand_path_pattern(pattern, rank), tmp = path + ".tmp";
   const std::string body = json();
   FILE* f = std::fopen(tmp.c_str(), "w");
   bool ok = f && std::fwrite(body.data(), 1, body.size(), f) == body.size();
