@@ -177,20 +177,31 @@ TEST(CheckpointKill, KilledInsideTheWriteLoadsIntactOrIsRefused) {
   EXPECT_GE(t.in_write, 1) << "no kill came inside a " << window << " s write window";
 }
 
-TEST(CheckpointKillCampaign, DISABLED_CampaignInTheWriteWindow) {
-  const char* env = std::getenv("ZW_FAULT_TRIALS");
-  const int trials = env ? std::atoi(env) : 50;
-  const std::string dir = temp_dir("campaign_aimed");
-  const double window = write_window(dir, 4, kAimedGap);
-  std::mt19937 rng(4243);
+// `trials` trials in `dir` (2-4 ranks; one random rank killed, every rank on every fourth trial) at delays uniform in
+// [0, 1.2 x window); `aimed` and `gap` as in Kill.
+Tally run_campaign(const std::string& dir, int trials, uint32_t seed, double window, bool aimed, int64_t gap) {
+  std::mt19937 rng(seed);
   Tally t;
   for (int i = 0; i < trials; ++i) {
     const int world = 2 + static_cast<int>(rng() % 3);
     const double delay = std::uniform_real_distribution<double>(0, 1.2 * window)(rng);
     const int victim = i % 4 == 3 ? -1 : static_cast<int>(rng() % world);
-    trial(dir, world, {delay, victim, true, kAimedGap}, &t);
+    trial(dir, world, {delay, victim, aimed, gap}, &t);
   }
   std::filesystem::remove_all(dir);
+  return t;
+}
+
+int campaign_trials() {
+  const char* env = std::getenv("ZW_FAULT_TRIALS");
+  return env ? std::atoi(env) : 50;
+}
+
+TEST(CheckpointKillCampaign, DISABLED_CampaignInTheWriteWindow) {
+  const int trials = campaign_trials();
+  const std::string dir = temp_dir("campaign_aimed");
+  const double window = write_window(dir, 4, kAimedGap);
+  const Tally t = run_campaign(dir, trials, 4243, window, /*aimed=*/true, kAimedGap);
   EXPECT_EQ(t.bad, 0) << t.first_bad;
   char line[320];
   std::snprintf(line, sizeof line,
@@ -202,21 +213,12 @@ TEST(CheckpointKillCampaign, DISABLED_CampaignInTheWriteWindow) {
 }
 
 TEST(CheckpointKillCampaign, DISABLED_Campaign) {
-  const char* env = std::getenv("ZW_FAULT_TRIALS");
-  const int trials = env ? std::atoi(env) : 50;
+  const int trials = campaign_trials();
   const std::string dir = temp_dir("campaign");
   // How long a healthy save takes here: kills land uniformly in [0, 1.2 x that].
   std::filesystem::remove_all(dir);
   const double save_s = run_probes(4, {"save", dir, "4"}, -1, 0).seconds;
-  std::mt19937 rng(4242);
-  Tally t;
-  for (int i = 0; i < trials; ++i) {
-    const int world = 2 + static_cast<int>(rng() % 3);
-    const double delay = std::uniform_real_distribution<double>(0, 1.2 * save_s)(rng);
-    const int victim = i % 4 == 3 ? -1 : static_cast<int>(rng() % world);
-    trial(dir, world, {delay, victim}, &t);
-  }
-  std::filesystem::remove_all(dir);
+  const Tally t = run_campaign(dir, trials, 4242, save_s, /*aimed=*/false, 0);
   EXPECT_EQ(t.bad, 0) << t.first_bad;
   char line[256];
   std::snprintf(line, sizeof line,
