@@ -57,7 +57,7 @@ enum class AttentionKernels {
 
 // How the fused softmax / cross-entropy kernels read a row of logits (same bits either way).
 enum class LossRows {
-  kFromKnob,  // ZW_CUDA_LOSS_ROWS: two-pass (the default) or staged
+  kFromKnob,  // ZW_CUDA_LOSS_ROWS: staged (the default) or two-pass
   kTwoPass,   // from global memory twice: once for the row's max and sum, once to write probabilities or gradients
   kStaged,    // once, into shared memory, when the row takes at most half an SM's; longer rows take two passes
 };
