@@ -11,7 +11,8 @@
 //    f64 partials go to the context scratch; stage 2, one block, adds them in a fixed order and writes the f32
 //    result. Same input, same address alignment → same bits.
 //  - AdamW: the DecaySegments are cut on the host into chunks of at most kAdamWChunk elements (offset, count,
-//    decay), uploaded once at create; a step is one launch with one 256-thread block per chunk. Bias corrections
+//    decay), uploaded once at create; a step is one launch with one 256-thread block per chunk, 16-byte loads and
+//    stores where the chunk starts on a multiple of 4 elements of aligned buffers. Bias corrections
 //    and decay factors are computed on the host in double exactly as adamw_update does, then passed as f32.
 // Non-goals: fused clipping inside the AdamW kernel, f64 parameters, multi-device optimizer state.
 #include <cuda_bf16.h>
@@ -22,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tensor/cuda/context_impl.h"
@@ -130,27 +132,81 @@ struct AdamWScalars {
 
 enum class Out16 { kNone, kBf16, kF16 };
 
-// One block per chunk. Every statement below mirrors adamw_update in tensor/adamw.cc, operation for operation.
+// One element's update. Every statement mirrors adamw_update in tensor/adamw.cc, operation for operation.
+struct AdamWElement {
+  float p, g, m, v;
+  __device__ void update(const AdamWScalars& s, float factor, float decay_factor) {
+    g = g * factor;
+    m = s.beta1 * m + s.one_minus_beta1 * g;
+    v = s.beta2 * v + s.one_minus_beta2 * g * g;
+    const float denom = sqrtf(v) / s.bc2_sqrt + s.eps;
+    p = p * decay_factor - s.step_size * m / denom;
+  }
+};
+
+template <Out16 kOut>
+__device__ void store16(void* params16, int64_t i, float p) {
+  if constexpr (kOut == Out16::kBf16) static_cast<__nv_bfloat16*>(params16)[i] = from_f32<__nv_bfloat16>(p);
+  if constexpr (kOut == Out16::kF16) static_cast<__half*>(params16)[i] = from_f32<__half>(p);
+}
+
+// Four 16-bit values in one 8-byte store.
+template <Out16 kOut>
+__device__ void store16x4(void* params16, int64_t i, const float4& p) {
+  if constexpr (kOut != Out16::kNone) {
+    using T = std::conditional_t<kOut == Out16::kBf16, __nv_bfloat16, __half>;
+    union {
+      T h[4];
+      uint2 u;
+    } pack;
+    pack.h[0] = from_f32<T>(p.x);
+    pack.h[1] = from_f32<T>(p.y);
+    pack.h[2] = from_f32<T>(p.z);
+    pack.h[3] = from_f32<T>(p.w);
+    *reinterpret_cast<uint2*>(static_cast<T*>(params16) + i) = pack.u;
+  }
+}
+
+// One block per chunk. With `vectors` (every buffer 16-byte aligned), a chunk that starts on a multiple of 4
+// elements moves 16 bytes per load and store (the step reads 16 and writes 12–14 bytes per parameter: it is
+// bound by memory); the rest, and every chunk without, goes element by element. Same arithmetic either way.
 template <Out16 kOut>
 __global__ void __launch_bounds__(kAdamWThreads)
     adamw_kernel(const AdamWChunk* chunks, AdamWScalars s, float* params, const float* grads, float* m, float* v,
-                 void* params16, const float* grad_factor) {
+                 void* params16, const float* grad_factor, bool vectors) {
   const float factor = *grad_factor;
   if (!isfinite(factor)) return;  // fp16 overflow: the caller skips the step, nothing may change
   const AdamWChunk chunk = chunks[blockIdx.x];
   const float decay_factor = chunk.decay != 0 ? s.decay_on : 1.0f;
-  for (int j = threadIdx.x; j < chunk.count; j += kAdamWThreads) {
+  int scalar_from = 0;
+  if (vectors && chunk.offset % 4 == 0) {
+    const int nvec = chunk.count / 4;
+    for (int j = threadIdx.x; j < nvec; j += kAdamWThreads) {
+      const int64_t i = chunk.offset + 4 * int64_t{j};
+      float4 p = *reinterpret_cast<const float4*>(params + i);
+      float4 mm = *reinterpret_cast<const float4*>(m + i);
+      float4 vv = *reinterpret_cast<const float4*>(v + i);
+      const float4 g = *reinterpret_cast<const float4*>(grads + i);
+      AdamWElement e[4] = {
+          {p.x, g.x, mm.x, vv.x}, {p.y, g.y, mm.y, vv.y}, {p.z, g.z, mm.z, vv.z}, {p.w, g.w, mm.w, vv.w}};
+#pragma unroll
+      for (AdamWElement& x : e) x.update(s, factor, decay_factor);
+      p = make_float4(e[0].p, e[1].p, e[2].p, e[3].p);
+      *reinterpret_cast<float4*>(m + i) = make_float4(e[0].m, e[1].m, e[2].m, e[3].m);
+      *reinterpret_cast<float4*>(v + i) = make_float4(e[0].v, e[1].v, e[2].v, e[3].v);
+      *reinterpret_cast<float4*>(params + i) = p;
+      store16x4<kOut>(params16, i, p);
+    }
+    scalar_from = 4 * nvec;
+  }
+  for (int j = scalar_from + int(threadIdx.x); j < chunk.count; j += kAdamWThreads) {
     const int64_t i = chunk.offset + j;
-    const float g = grads[i] * factor;
-    const float mi = s.beta1 * m[i] + s.one_minus_beta1 * g;
-    const float vi = s.beta2 * v[i] + s.one_minus_beta2 * g * g;
-    const float denom = sqrtf(vi) / s.bc2_sqrt + s.eps;
-    const float p = params[i] * decay_factor - s.step_size * mi / denom;
-    m[i] = mi;
-    v[i] = vi;
-    params[i] = p;
-    if constexpr (kOut == Out16::kBf16) static_cast<__nv_bfloat16*>(params16)[i] = from_f32<__nv_bfloat16>(p);
-    if constexpr (kOut == Out16::kF16) static_cast<__half*>(params16)[i] = from_f32<__half>(p);
+    AdamWElement e{params[i], grads[i], m[i], v[i]};
+    e.update(s, factor, decay_factor);
+    m[i] = e.m;
+    v[i] = e.v;
+    params[i] = e.p;
+    store16<kOut>(params16, i, e.p);
   }
 }
 
@@ -264,12 +320,14 @@ Status adamw_step(const AdamWTable& table, const AdamWConfig& c, int64_t step, c
   float* vv = v.data<float>();
   const float* g = grads.data<float>();
   const float* f = grad_factor.data<float>();
+  const bool vec = aligned16(p) && aligned16(mm) && aligned16(vv) && aligned16(g) &&
+                   (!params16.defined() || aligned16(params16.mem.ptr));
   if (!params16.defined())
-    adamw_kernel<Out16::kNone><<<grid, kAdamWThreads, 0, st>>>(table.chunks, s, p, g, mm, vv, nullptr, f);
+    adamw_kernel<Out16::kNone><<<grid, kAdamWThreads, 0, st>>>(table.chunks, s, p, g, mm, vv, nullptr, f, vec);
   else if (params16.dtype == DataType::kBFloat16)
-    adamw_kernel<Out16::kBf16><<<grid, kAdamWThreads, 0, st>>>(table.chunks, s, p, g, mm, vv, params16.mem.ptr, f);
+    adamw_kernel<Out16::kBf16><<<grid, kAdamWThreads, 0, st>>>(table.chunks, s, p, g, mm, vv, params16.mem.ptr, f, vec);
   else
-    adamw_kernel<Out16::kF16><<<grid, kAdamWThreads, 0, st>>>(table.chunks, s, p, g, mm, vv, params16.mem.ptr, f);
+    adamw_kernel<Out16::kF16><<<grid, kAdamWThreads, 0, st>>>(table.chunks, s, p, g, mm, vv, params16.mem.ptr, f, vec);
   ZW_CUDA_LAUNCH_TRY("adamw_step");
   return Status();
 }
