@@ -1,17 +1,36 @@
 // common/process.cc — /proc/<pid>/stat parsing (process.h).
 #include "common/process.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 #include <string>
 
 namespace zw {
 
 bool read_proc_stat(int pid, char* state, uint64_t* start_time) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const int fd = ::open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = read_proc_stat_fd(fd, state, start_time);
+  ::close(fd);
+  return ok;
+}
+
+bool read_proc_stat_fd(int fd, char* state, uint64_t* start_time) {
+  // Plain read(2), not a stream: a process reaped between the open and the read makes read fail with ESRCH, and
+  // libstdc++'s filebuf turns a failed read into an exception whatever the stream's exception mask says.
+  std::string text;
+  char buffer[1024];
+  for (;;) {
+    const ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return false;
+    if (got == 0) break;
+    text.append(buffer, size_t(got));
+  }
   const size_t paren = text.rfind(')');  // the command name may itself contain spaces and parentheses
   if (paren == std::string::npos) return false;
   std::istringstream fields(text.substr(paren + 1));

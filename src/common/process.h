@@ -10,4 +10,8 @@ namespace zw {
 // file cannot be read or parsed (the process is gone, or /proc is not mounted).
 bool read_proc_stat(int pid, char* state, uint64_t* start_time);
 
+// The same from an open /proc/<pid>/stat descriptor (left open); false, never an exception, when the read fails — as
+// it does with ESRCH once the process was reaped after the open.
+bool read_proc_stat_fd(int fd, char* state, uint64_t* start_time);
+
 }  // namespace zw
