@@ -63,6 +63,7 @@ struct Knobs {
   int64_t cuda_oneshot_bytes;   // ZW_CUDA_ONESHOT_BYTES: one-shot all-reduce up to this many bytes read from peers
   std::string cuda_gelu_fusion;  // ZW_CUDA_GELU_FUSION: both, forward or none (the MLP's GELU in cuBLASLt epilogues)
   std::string cuda_attention;   // ZW_CUDA_ATTENTION: auto, cudnn or zw (which kernels run causal attention on CUDA)
+  int64_t cuda_deterministic;  // ZW_CUDA_DETERMINISTIC: 1 = every CUDA tensor op deterministic, 0 = faster ones allowed
   std::string cuda_loss_rows;  // ZW_CUDA_LOSS_ROWS: staged or two-pass (how the CUDA softmax/cross-entropy reads a row)
   int64_t monitor;              // ZW_MONITOR: 1 = every operation leaves a record and updates the metrics
   int64_t monitor_records;      // ZW_MONITOR_RECORDS: records kept per communicator (ring size)

@@ -62,6 +62,13 @@ enum class LossRows {
   kStaged,    // once, into shared memory, when the row takes at most half an SM's; longer rows take two passes
 };
 
+// Whether the ops of a context must be deterministic (same inputs, same bits, run after run).
+enum class Determinism {
+  kFromKnob,       // ZW_CUDA_DETERMINISTIC: 1 (the default) or 0
+  kDeterministic,  // every op deterministic: fixed reduction orders, no atomic sums
+  kAllowFaster,    // an op may take a faster non-deterministic algorithm where one exists (cuDNN's attention backward)
+};
+
 struct CudaContextOptions {
   int device = 0;                               // CUDA device ordinal
   void* stream = nullptr;                       // cudaStream_t to queue on; null: the context makes its own
@@ -69,6 +76,7 @@ struct CudaContextOptions {
   size_t scratch_bytes = size_t{64} << 20;         // op scratch (see the header comment); also cuDNN's workspace
   AttentionKernels attention = AttentionKernels::kFromKnob;
   LossRows loss_rows = LossRows::kFromKnob;
+  Determinism determinism = Determinism::kFromKnob;
 };
 
 class CudaContext {
@@ -84,6 +92,7 @@ class CudaContext {
   void* stream() const;  // cudaStream_t
   AttentionKernels attention() const;  // resolved: never kFromKnob
   LossRows loss_rows() const;          // resolved: never kFromKnob
+  Determinism determinism() const;     // resolved: never kFromKnob
   // Device memory an op may use for its duration (stream-ordered; see the header comment).
   MemRef scratch() const;
   // Grows the scratch to at least `bytes` (after waiting for the stream), for setup code that learns what an op will

@@ -32,6 +32,7 @@ int CudaContext::device() const { return -1; }
 void* CudaContext::stream() const { return nullptr; }
 AttentionKernels CudaContext::attention() const { return AttentionKernels::kZerowire; }
 LossRows CudaContext::loss_rows() const { return LossRows::kTwoPass; }
+Determinism CudaContext::determinism() const { return Determinism::kDeterministic; }
 MemRef CudaContext::scratch() const { return MemRef{}; }
 DeviceError* CudaContext::error_slot() const { return nullptr; }
 Status CudaContext::reserve_scratch(size_t) { return no_cuda("CudaContext::reserve_scratch"); }

@@ -20,6 +20,45 @@ thread_local CudaContext* g_current = nullptr;
 std::atomic<size_t> g_in_use{0};
 std::atomic<size_t> g_peak{0};
 
+// The options' kernel choices, the knobs' where an option says kFromKnob.
+Status resolve_choices(const CudaContextOptions& o, CudaContext::Impl& m) {
+  m.attention = o.attention;
+  if (m.attention == AttentionKernels::kFromKnob) {
+    const std::string& want = knobs().cuda_attention;
+    if (want == "auto") {
+      m.attention = AttentionKernels::kAuto;
+    } else if (want == "cudnn") {
+      m.attention = AttentionKernels::kCudnn;
+    } else if (want == "zw") {
+      m.attention = AttentionKernels::kZerowire;
+    } else {
+      return Status(Code::kInvalidArgument,
+                    "cuda context: ZW_CUDA_ATTENTION=" + want + " is not one of auto, cudnn or zw");
+    }
+  }
+  m.loss_rows = o.loss_rows;
+  if (m.loss_rows == LossRows::kFromKnob) {
+    const std::string& want = knobs().cuda_loss_rows;
+    if (want == "two-pass") {
+      m.loss_rows = LossRows::kTwoPass;
+    } else if (want == "staged") {
+      m.loss_rows = LossRows::kStaged;
+    } else {
+      return Status(Code::kInvalidArgument,
+                    "cuda context: ZW_CUDA_LOSS_ROWS=" + want + " is not one of two-pass or staged");
+    }
+  }
+  m.determinism = o.determinism;
+  if (m.determinism == Determinism::kFromKnob) {
+    const int64_t want = knobs().cuda_deterministic;
+    if (want != 0 && want != 1)
+      return Status(Code::kInvalidArgument, "cuda context: ZW_CUDA_DETERMINISTIC=" + std::to_string(want) +
+                                                " is not 1 (every op deterministic) or 0 (faster ones allowed)");
+    m.determinism = want == 1 ? Determinism::kDeterministic : Determinism::kAllowFaster;
+  }
+  return Status();
+}
+
 void count_alloc(size_t bytes) {
   const size_t now = g_in_use.fetch_add(bytes) + bytes;
   size_t peak = g_peak.load();
@@ -80,32 +119,7 @@ Result<std::unique_ptr<CudaContext>> CudaContext::create(const CudaContextOption
   std::unique_ptr<CudaContext> ctx(new CudaContext(std::make_unique<Impl>()));
   Impl& m = *ctx->impl_;
   m.device = o.device;
-  m.attention = o.attention;
-  if (m.attention == AttentionKernels::kFromKnob) {
-    const std::string& want = knobs().cuda_attention;
-    if (want == "auto") {
-      m.attention = AttentionKernels::kAuto;
-    } else if (want == "cudnn") {
-      m.attention = AttentionKernels::kCudnn;
-    } else if (want == "zw") {
-      m.attention = AttentionKernels::kZerowire;
-    } else {
-      return Status(Code::kInvalidArgument,
-                    "cuda context: ZW_CUDA_ATTENTION=" + want + " is not one of auto, cudnn or zw");
-    }
-  }
-  m.loss_rows = o.loss_rows;
-  if (m.loss_rows == LossRows::kFromKnob) {
-    const std::string& want = knobs().cuda_loss_rows;
-    if (want == "two-pass") {
-      m.loss_rows = LossRows::kTwoPass;
-    } else if (want == "staged") {
-      m.loss_rows = LossRows::kStaged;
-    } else {
-      return Status(Code::kInvalidArgument,
-                    "cuda context: ZW_CUDA_LOSS_ROWS=" + want + " is not one of two-pass or staged");
-    }
-  }
+  ZW_TRY(resolve_choices(o, m));
   ZW_CUDA_TRY(cudaSetDevice(o.device));
   ZW_CUDA_TRY(cudaDeviceGetAttribute(&m.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, o.device));
   if (o.stream != nullptr) {
@@ -138,6 +152,7 @@ int CudaContext::device() const { return impl_->device; }
 void* CudaContext::stream() const { return impl_->stream; }
 AttentionKernels CudaContext::attention() const { return impl_->attention; }
 LossRows CudaContext::loss_rows() const { return impl_->loss_rows; }
+Determinism CudaContext::determinism() const { return impl_->determinism; }
 MemRef CudaContext::scratch() const {
   return MemRef{impl_->scratch, impl_->scratch_bytes, MemKind::kCudaDevice, impl_->device};
 }

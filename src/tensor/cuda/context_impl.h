@@ -43,6 +43,7 @@ struct CudaContext::Impl {
   std::unique_ptr<cuda::BlasPlans, cuda::BlasPlansDeleter> blas_plans;  // made by linear.cu on first use
   AttentionKernels attention = AttentionKernels::kAuto;                 // resolved (never kFromKnob)
   LossRows loss_rows = LossRows::kTwoPass;                              // resolved (never kFromKnob)
+  Determinism determinism = Determinism::kDeterministic;                // resolved (never kFromKnob)
   int smem_per_sm = 0;                                                  // shared memory per SM, bytes
   std::unique_ptr<cuda::DnnState, cuda::DnnStateDeleter> dnn;           // made by the cuDNN attention on first use
   // Small host-to-device copies go through a ring of pinned slots, each reusable once its event has passed, so

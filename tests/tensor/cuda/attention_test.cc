@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "common/knobs.h"
 #include "tensor/cuda/cudnn/attention_cudnn.h"
 #include "tests/tensor/cuda/cuda_test_util.h"
 
@@ -392,6 +393,31 @@ TEST_F(CudaOpTest, AttentionStatsAgreeAcrossKernels) {
     ASSERT_TRUE(s.ok()) << s.to_string();
     EXPECT_TRUE(close(download(t.dqkv), want, tol.grad)) << "dqkv";
     ASSERT_TRUE(bwd.synchronize().ok());
+  }
+}
+
+// A context that allows faster algorithms (ZW_CUDA_DETERMINISTIC=0) runs cuDNN's non-deterministic backward (dQ
+// summed with atomics), which must agree with the CPU as closely as the deterministic one; the default context is
+// what the knob says.
+TEST_F(CudaOpTest, AttentionBackwardAllowedFasterMatchesCpuReference) {
+  ZW_SKIP_WITHOUT_CUDNN();
+  EXPECT_EQ(ctx_->determinism(),
+            knobs().cuda_deterministic == 0 ? Determinism::kAllowFaster : Determinism::kDeterministic);
+  CudaContextOptions o;
+  o.attention = AttentionKernels::kCudnn;
+  o.determinism = Determinism::kAllowFaster;
+  auto made = CudaContext::create(o);
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  const std::unique_ptr<CudaContext> faster = std::move(made).value(), fallback = context_for(AttentionKernels::kAuto);
+  ASSERT_TRUE(fallback);
+  EXPECT_EQ(faster->determinism(), Determinism::kAllowFaster);
+  const CudaScope scope(*faster);
+  for (int hs : {64, 128}) {
+    SCOPED_TRACE("hs " + std::to_string(hs));
+    Reference r = make_reference(rng_, DataType::kBFloat16, 2, 200, heads_for(hs), hs);
+    const PoisonedSet t(r, DataType::kBFloat16);
+    check_against_cpu(r, t.view(), rng_, fallback.get());
+    ASSERT_TRUE(faster->synchronize().ok());
   }
 }
 

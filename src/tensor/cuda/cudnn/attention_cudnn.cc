@@ -78,8 +78,9 @@ std::shared_ptr<fe::graph::Tensor_attributes> input(fe::graph::Graph& g, const c
                       .set_stride(head_strides(k, row)));
 }
 
-// The graph of k, described and built; on failure graph is null and why says at which step.
-Graph build(cudnnHandle_t handle, const Key& k) {
+// The graph of k, described and built; on failure graph is null and why says at which step. The backward is
+// cuDNN's deterministic algorithm unless the context allows faster ones (its dQ is then summed with atomics).
+Graph build(cudnnHandle_t handle, const Key& k, bool deterministic) {
   Graph out;
   auto g = std::make_shared<fe::graph::Graph>();
   g->set_io_data_type(k.dtype == DataType::kBFloat16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF)
@@ -115,7 +116,7 @@ Graph build(cudnnHandle_t handle, const Key& k) {
                                              .set_name("causal_attention_backward")
                                              .set_causal_mask(true)
                                              .set_attn_scale(scale)
-                                             .set_deterministic_algorithm(true));
+                                             .set_deterministic_algorithm(deterministic));
     dq->set_output(true).set_uid(kDQ).set_dim({k.B, k.NH, k.T, k.hs}).set_stride(head_strides(k, 3 * C));
     dk->set_output(true).set_uid(kDK).set_dim({k.B, k.NH, k.T, k.hs}).set_stride(head_strides(k, 3 * C));
     dv->set_output(true).set_uid(kDV).set_dim({k.B, k.NH, k.T, k.hs}).set_stride(head_strides(k, 3 * C));
@@ -174,10 +175,12 @@ Result<const Graph*> entry(CudaContext::Impl& ctx, const Key& k) {
   ZW_ASSIGN_OR_RETURN(DnnState * s, state(ctx));
   auto it = s->graphs.find(k);
   if (it == s->graphs.end()) {
-    it = s->graphs.emplace(k, build(s->handle, k)).first;
+    const bool deterministic = ctx.determinism == Determinism::kDeterministic;
+    it = s->graphs.emplace(k, build(s->handle, k, deterministic)).first;
     if (it->second.graph)
-      ZW_INFO(kCuda, "attention: cuDNN %s graph built (workspace %lld bytes)", key_string(k).c_str(),
-              static_cast<long long>(it->second.workspace));
+      ZW_INFO(kCuda, "attention: cuDNN %s graph built (workspace %lld bytes%s)", key_string(k).c_str(),
+              static_cast<long long>(it->second.workspace),
+              k.backward && !deterministic ? ", non-deterministic: ZW_CUDA_DETERMINISTIC=0" : "");
     else
       ZW_INFO(kCuda, "attention: %s", it->second.why.c_str());
   }

@@ -4,7 +4,8 @@
 // The graphs read q, k and v in place from qkv [B,T,3C] (strides, no copies), write out [B,T,C] and the stats
 // [B,NH,T] (f32, per query row the natural-log log-sum-exp of its scaled causal scores: what zerowire's own kernels
 // save, so a forward of one path and a backward of the other agree), and the backward writes dqkv [B,T,3C]. The
-// backward is cuDNN's deterministic algorithm (the tensor layer's promise: every CUDA op deterministic); its
+// backward is cuDNN's deterministic algorithm (the tensor layer's promise: every CUDA op deterministic), or its
+// faster one with atomic dQ sums on a context of Determinism::kAllowFaster (ZW_CUDA_DETERMINISTIC=0); its
 // workspace is the context's scratch, so the ops still allocate nothing. Graphs are built once per shape and kept in
 // the context (building one takes ~0.1–1 s); a shape cuDNN cannot build is remembered with its reason.
 // cuDNN does not take: f32, head sizes above 128 or not a multiple of 8, views not 16-byte aligned, GradInit::
