@@ -4,10 +4,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <charconv>
 #include <sstream>
 #include <string>
+
+#include "common/file.h"
 
 namespace zw {
 
@@ -20,17 +21,11 @@ bool read_proc_stat(int pid, char* state, uint64_t* start_time) {
 }
 
 bool read_proc_stat_fd(int fd, char* state, uint64_t* start_time) {
-  // Plain read(2), not a stream: a process reaped between the open and the read makes read fail with ESRCH, and
-  // libstdc++'s filebuf turns a failed read into an exception whatever the stream's exception mask says.
-  std::string text;
-  char buffer[1024];
-  for (;;) {
-    const ssize_t got = ::read(fd, buffer, sizeof buffer);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return false;
-    if (got == 0) break;
-    text.append(buffer, size_t(got));
-  }
+  // read(2) through read_fd, not a stream: a process reaped between the open and the read makes read fail with
+  // ESRCH, which libstdc++'s filebuf would turn into an exception.
+  const Result<std::string> read = read_fd(fd, "/proc/<pid>/stat");
+  if (!read.ok()) return false;
+  const std::string& text = read.value();
   const size_t paren = text.rfind(')');  // the command name may itself contain spaces and parentheses
   if (paren == std::string::npos) return false;
   std::istringstream fields(text.substr(paren + 1));

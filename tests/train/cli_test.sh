@@ -58,6 +58,13 @@ if "$ZW_TRAIN" "${TINY[@]}" --data-bin "$WORK/bad.bin" --steps 3 --out-dir "$WOR
 fi
 grep -q "bad magic 12345" "$WORK/err" || fail "unclear bad-magic error: $(cat "$WORK/err")"
 
+# A directory given as data is an error naming it, not an abort (an ifstream's failed read threw: exit 134).
+mkdir -p "$WORK/dir.txt"
+"$ZW_TRAIN" "${TINY[@]}" --data "$WORK/dir.txt" --steps 3 --out-dir "$WORK/d" 2>"$WORK/err" && fail "a directory accepted"
+code=$?
+[ "$code" -eq 1 ] || fail "a directory as --data exited $code, want 1: $(cat "$WORK/err")"
+grep -q "cannot read data file $WORK/dir.txt: it is a directory" "$WORK/err" || fail "unclear error: $(cat "$WORK/err")"
+
 # A DeepSpeed config that does not exist is named at once, before zw_train looks for a launcher (none here).
 if "$ZW_TRAIN" "${TINY[@]}" --deepspeed_config "$WORK/missing.json" --steps 3 2>"$WORK/err"; then
   fail "a missing DeepSpeed config accepted"

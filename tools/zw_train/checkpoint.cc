@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
+
+#include "common/file.h"
 
 namespace zw::train {
 namespace {
@@ -136,9 +136,10 @@ Status save_checkpoint(const std::string& dir, const CheckpointMeta& meta, const
 
 Result<LoadedCheckpoint> load_checkpoint(const std::string& dir) {
   const std::string path = dir + "/" + kCheckpointFile;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return system_error("checkpoint: cannot open " + path + " (no checkpoint in " + dir + "?)", errno);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Result<std::string> read = read_file(path, "checkpoint");
+  if (read.status().code() == Code::kNotFound)
+    return Status(Code::kNotFound, read.status().message() + " (no checkpoint in " + dir + "?)");
+  ZW_ASSIGN_OR_RETURN(const std::string bytes, std::move(read));
   const auto corrupt = [&](const std::string& why) {
     return Status(Code::kInvalidArgument, "checkpoint " + path + " is corrupt: " + why);
   };

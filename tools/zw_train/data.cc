@@ -3,21 +3,12 @@
 // Non-goals: see data.h.
 #include "zw_train/data.h"
 
-#include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+
+#include "common/file.h"
 
 namespace zw::train {
 namespace {
-
-Result<std::string> read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return system_error("cannot open data file " + path, errno);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return system_error("cannot read data file " + path, errno);
-  return bytes;
-}
 
 uint64_t fnv1a(const std::vector<int32_t>& tokens) {
   uint64_t h = 1469598103934665603ull;
@@ -73,13 +64,13 @@ std::vector<int32_t> bytes_to_tokens(const std::string& text) {
 }
 
 Result<std::vector<int32_t>> load_byte_file(const std::string& path) {
-  ZW_ASSIGN_OR_RETURN(std::string bytes, read_all(path));
+  ZW_ASSIGN_OR_RETURN(std::string bytes, read_file(path, "data file"));
   if (bytes.empty()) return Status(Code::kInvalidArgument, "data file " + path + " is empty");
   return bytes_to_tokens(bytes);
 }
 
 Result<std::vector<int32_t>> load_llmc_file(const std::string& path) {
-  ZW_ASSIGN_OR_RETURN(std::string bytes, read_all(path));
+  ZW_ASSIGN_OR_RETURN(std::string bytes, read_file(path, "data file"));
   const size_t header_bytes = kLlmcHeaderWords * sizeof(int32_t);
   if (bytes.size() < header_bytes)
     return Status(Code::kInvalidArgument, "token file " + path + " is " + std::to_string(bytes.size()) +

@@ -4,11 +4,9 @@
 #include "zero/config/config.h"
 
 #include <cctype>
-#include <cerrno>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
+#include "common/file.h"
 #include "zero/config/config_parse.h"
 #include "zero/config/json_reader.h"
 
@@ -203,16 +201,8 @@ Result<ZeroConfig> parse_zero_config(std::string_view json_text, int world_size,
 
 Result<ZeroConfig> load_zero_config(const std::string& path, int world_size, std::string_view world_size_source,
                                     const AutoFill* fill) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    int err = errno;
-    Status status = system_error("cannot open DeepSpeed config " + path, err);
-    return err == ENOENT ? Status(Code::kNotFound, status.message()) : status;
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return system_error("cannot read DeepSpeed config " + path, errno);
-  Result<ZeroConfig> config = parse_zero_config(text.str(), world_size, world_size_source, fill);
+  ZW_ASSIGN_OR_RETURN(const std::string text, read_file(path, "DeepSpeed config"));
+  Result<ZeroConfig> config = parse_zero_config(text, world_size, world_size_source, fill);
   if (!config.ok()) return config.status().with_context(path);
   return config;
 }
