@@ -26,15 +26,18 @@ namespace zw::internal {
 class BlockLayout {
  public:
   // n equal blocks of `block_bytes`.
-  static BlockLayout equal(int n, size_t block_bytes);
-  // `count` elements of `elem` bytes split over n blocks as evenly as whole elements allow.
-  static BlockLayout balanced(int n, size_t count, size_t elem);
+  static BlockLayout equal(int n, size_t block_bytes) { return BlockLayout(n, block_bytes, 1, 0); }
+  // `count` elements of `elem` bytes split over n blocks as evenly as whole elements allow: the first count % n
+  // blocks hold one element more.
+  static BlockLayout balanced(int n, size_t count, size_t elem) {
+    return BlockLayout(n, elem, count / size_t(n), count % size_t(n));
+  }
 
-  int blocks() const { return static_cast<int>(offsets_.size()) - 1; }
-  size_t offset(int b) const { return offsets_[b]; }
-  size_t bytes(int b) const { return offsets_[b + 1] - offsets_[b]; }
-  size_t total() const { return offsets_.back(); }
-  size_t max_block() const;
+  int blocks() const { return n_; }
+  size_t offset(int b) const { return (size_t(b) * base_ + std::min(size_t(b), extra_)) * elem_; }
+  size_t bytes(int b) const { return (base_ + (size_t(b) < extra_ ? 1 : 0)) * elem_; }
+  size_t total() const { return offset(n_); }
+  size_t max_block() const { return (base_ + (extra_ > 0 ? 1 : 0)) * elem_; }
   // Slice `it` of block b when blocks are cut in `chunk`-byte slices: [offset, offset + *len) of the whole vector
   // (len 0 past a short block's end). The pipelined algorithms' iteration `it` handles slice `it` of every block.
   size_t slice(int b, size_t it, size_t chunk, size_t* len) const {
@@ -44,7 +47,12 @@ class BlockLayout {
   }
 
  private:
-  std::vector<size_t> offsets_;  // blocks()+1 entries; block b is [offsets_[b], offsets_[b+1])
+  // Closed form, no table: a layout is made for every operation, so it allocates nothing.
+  BlockLayout(int n, size_t elem, size_t base, size_t extra) : n_(n), elem_(elem), base_(base), extra_(extra) {}
+  int n_;         // blocks
+  size_t elem_;   // bytes per element
+  size_t base_;   // elements of every block
+  size_t extra_;  // the first extra_ blocks hold one element more
 };
 
 // A registered buffer and the offset of the operation's data inside it.

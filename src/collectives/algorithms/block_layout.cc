@@ -1,35 +1,9 @@
-// Block layouts and tree shapes shared by the algorithms.
+// Tree shapes shared by the algorithms (block layouts are closed forms in algorithms.h).
 #include <algorithm>
 
 #include "collectives/algorithms/algorithms.h"
 
 namespace zw::internal {
-
-BlockLayout BlockLayout::equal(int n, size_t block_bytes) {
-  BlockLayout l;
-  l.offsets_.resize(n + 1);
-  for (int b = 0; b <= n; ++b) l.offsets_[b] = static_cast<size_t>(b) * block_bytes;
-  return l;
-}
-
-BlockLayout BlockLayout::balanced(int n, size_t count, size_t elem) {
-  BlockLayout l;
-  l.offsets_.resize(n + 1);
-  size_t base = count / n, extra = count % n;
-  size_t at = 0;
-  for (int b = 0; b < n; ++b) {
-    l.offsets_[b] = at * elem;
-    at += base + (static_cast<size_t>(b) < extra ? 1 : 0);
-  }
-  l.offsets_[n] = at * elem;
-  return l;
-}
-
-size_t BlockLayout::max_block() const {
-  size_t m = 0;
-  for (int b = 0; b < blocks(); ++b) m = std::max(m, bytes(b));
-  return m;
-}
 
 TreeLinks tree_links(Algo shape, int rank, int size, int root) {
   TreeLinks t;
