@@ -220,7 +220,7 @@ elif [ -x "$bin" ]; then
   # The floor under both: what CUDA's calls cost here, and the system NCCL's own issue cost at world size 1.
   issue=$BUILD/bench/gpu/zw_cuda_issue_cost
   if [ -x "$issue" ]; then
-    bounded 30 "$issue" -n 20000 -r 3 >"$LOG/issue_cost.txt" 2>&1 || status=1
+    bounded 30 env ZW_MONITOR_RECORDS=65536 "$issue" -n 20000 -r 3 >"$LOG/issue_cost.txt" 2>&1 || status=1
     tee -a "$LOG/summary.txt" <"$LOG/issue_cost.txt"
   else
     note "overhead: zw_cuda_issue_cost not built"; status=1

@@ -5,8 +5,12 @@
 // drained every 256 calls so the queue never fills, as zw_nccl_api_overhead -m device does):
 //   primitives   cudaGetDevice, cudaSetDevice (same device), cudaPointerGetAttributes, cudaEventRecord (timing on,
 //                timing off), cudaEventQuery (pending event), cudaStreamWaitEvent, an empty kernel (8-byte and 1 KiB
-//                parameters: the direct kernel's DirectArgs is ~0.8 KiB), cudaMemcpyAsync of 4 bytes device to device
-//   zerowire     zw::all_reduce / zw::all_gather of one float at world size 1 (zerowire's own C++ API)
+//                parameters: the direct kernel's DirectArgs is ~0.8 KiB), cudaMemcpyAsync of 4 bytes device to device,
+//                that copy followed by a cudaEventRecord (what a world-size-1 operation queues: its copy and its
+//                completion event)
+//   zerowire     zw::all_reduce / zw::all_gather of one float at world size 1 (zerowire's own C++ API), on a
+//                communicator with monitoring on (the default) and on one with it off (CommConfig::monitor = 0): the
+//                difference is the device records' share of the issue cost
 //   nccl         ncclAllReduce / ncclAllGather of one float at world size 1 through the libnccl this program was linked
 //                with (the system NCCL: the anchor), when built with it (ZW_HAVE_NCCL)
 // Usage: zw_cuda_issue_cost [-n ITERS] [-r ROUNDS]. Exit 77 without a GPU. Nothing is asserted: it measures.
@@ -89,18 +93,43 @@ int main(int argc, char** argv) {
     std::function<bool()> call;
   };
   std::vector<Row> rows = {
-      {"cudaGetDevice", [&] { int d = 0; return ok(cudaGetDevice(&d)); }},
+      {"cudaGetDevice",
+       [&] {
+         int d = 0;
+         return ok(cudaGetDevice(&d));
+       }},
       {"cudaSetDevice (same)", [&] { return ok(cudaSetDevice(device)); }},
-      {"cudaPointerGetAttributes", [&] { cudaPointerAttributes a{}; return ok(cudaPointerGetAttributes(&a, in)); }},
+      {"cudaPointerGetAttributes",
+       [&] {
+         cudaPointerAttributes a{};
+         return ok(cudaPointerGetAttributes(&a, in));
+       }},
       {"cudaEventRecord (timing)", [&] { return ok(cudaEventRecord(timed, stream)); }},
       {"cudaEventRecord (no timing)", [&] { return ok(cudaEventRecord(untimed, stream)); }},
       {"cudaStreamWaitEvent", [&] { return ok(cudaStreamWaitEvent(stream, untimed, 0)); }},
-      {"kernel, 8-byte params", [&] { empty_small<<<1, 32, 0, stream>>>(0); return ok(cudaGetLastError()); }},
-      {"kernel, 1 KiB params", [&] { empty_big<<<1, 32, 0, stream>>>(big); return ok(cudaGetLastError()); }},
+      {"kernel, 8-byte params",
+       [&] {
+         empty_small<<<1, 32, 0, stream>>>(0);
+         return ok(cudaGetLastError());
+       }},
+      {"kernel, 1 KiB params",
+       [&] {
+         empty_big<<<1, 32, 0, stream>>>(big);
+         return ok(cudaGetLastError());
+       }},
       {"cudaMemcpyAsync 4 B D2D", [&] { return ok(cudaMemcpyAsync(out, in, 4, cudaMemcpyDeviceToDevice, stream)); }},
+      {"cudaMemcpyAsync 4 B + cudaEventRecord",
+       [&] {
+         return ok(cudaMemcpyAsync(out, in, 4, cudaMemcpyDeviceToDevice, stream)) &&
+                ok(cudaEventRecord(untimed, stream));
+       }},
   };
   auto zc = zw::Communicator::create(zw::make_memory_store(), 0, 1);
   if (!zc.ok()) return std::fprintf(stderr, "%s\n", zc.status().to_string().c_str()), 1;
+  zw::CommConfig unmonitored;
+  unmonitored.monitor = 0;
+  auto zq = zw::Communicator::create(zw::make_memory_store(), 0, 1, unmonitored);
+  if (!zq.ok()) return std::fprintf(stderr, "%s\n", zq.status().to_string().c_str()), 1;
   zw::CollectiveOptions o;
   o.input = zw::MemRef{in, 4, zw::MemKind::kCudaDevice, device};
   o.output = zw::MemRef{out, 4, zw::MemKind::kCudaDevice, device};
@@ -108,6 +137,8 @@ int main(int argc, char** argv) {
   o.stream = stream;
   rows.push_back({"zw::all_reduce (world 1)", [&] { return zw::all_reduce(**zc, o).ok(); }});
   rows.push_back({"zw::all_gather (world 1)", [&] { return zw::all_gather(**zc, o).ok(); }});
+  rows.push_back({"zw::all_reduce (world 1, monitor off)", [&] { return zw::all_reduce(**zq, o).ok(); }});
+  rows.push_back({"zw::all_gather (world 1, monitor off)", [&] { return zw::all_gather(**zq, o).ok(); }});
 #if ZW_HAVE_NCCL
   ncclComm_t nc = nullptr;
   if (ncclCommInitAll(&nc, 1, &device) != ncclSuccess) return std::fprintf(stderr, "ncclCommInitAll failed\n"), 1;
@@ -129,11 +160,11 @@ int main(int argc, char** argv) {
     int n = 0;
     while (n < iters && cudaEventQuery(pending) == cudaErrorNotReady) ++n;
     const double ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count() / std::max(n, 1);
-    std::printf("  %-34s %10.1f  (%d queries while pending)\n", "cudaEventQuery (pending)", ns, n);
+    std::printf("  %-40s %10.1f  (%d queries while pending)\n", "cudaEventQuery (pending)", ns, n);
     drain();
   }
   for (const Row& row : rows) {
-    std::printf("  %-34s %10.1f\n", row.name.c_str(), best_ns(iters, rounds, row.call, drain));
+    std::printf("  %-40s %10.1f\n", row.name.c_str(), best_ns(iters, rounds, row.call, drain));
   }
 #if ZW_HAVE_NCCL
   ncclCommDestroy(nc);
