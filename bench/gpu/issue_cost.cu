@@ -10,7 +10,8 @@
 //                completion event)
 //   zerowire     zw::all_reduce / zw::all_gather of one float at world size 1 (zerowire's own C++ API), on a
 //                communicator with monitoring on (the default) and on one with it off (CommConfig::monitor = 0): the
-//                difference is the device records' share of the issue cost
+//                difference is the device records' share of the issue cost; all_reduce in place, which copies
+//                nothing: the bookkeeping alone (completion event, Work, record)
 //   nccl         ncclAllReduce / ncclAllGather of one float at world size 1 through the libnccl this program was linked
 //                with (the system NCCL: the anchor), when built with it (ZW_HAVE_NCCL)
 // Usage: zw_cuda_issue_cost [-n ITERS] [-r ROUNDS]. Exit 77 without a GPU. Nothing is asserted: it measures.
@@ -138,6 +139,10 @@ int main(int argc, char** argv) {
   rows.push_back({"zw::all_reduce (world 1)", [&] { return zw::all_reduce(**zc, o).ok(); }});
   rows.push_back({"zw::all_gather (world 1)", [&] { return zw::all_gather(**zc, o).ok(); }});
   rows.push_back({"zw::all_reduce (world 1, monitor off)", [&] { return zw::all_reduce(**zq, o).ok(); }});
+  zw::CollectiveOptions in_place = o;  // nothing to copy: what is left is the bookkeeping (event, Work, record)
+  in_place.input = o.output;
+  rows.push_back({"zw::all_reduce in place (world 1)", [&] { return zw::all_reduce(**zc, in_place).ok(); }});
+  rows.push_back({"zw::all_reduce in place (world 1, mon. off)", [&] { return zw::all_reduce(**zq, in_place).ok(); }});
   rows.push_back({"zw::all_gather (world 1, monitor off)", [&] { return zw::all_gather(**zq, o).ok(); }});
 #if ZW_HAVE_NCCL
   ncclComm_t nc = nullptr;
@@ -160,11 +165,11 @@ int main(int argc, char** argv) {
     int n = 0;
     while (n < iters && cudaEventQuery(pending) == cudaErrorNotReady) ++n;
     const double ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count() / std::max(n, 1);
-    std::printf("  %-40s %10.1f  (%d queries while pending)\n", "cudaEventQuery (pending)", ns, n);
+    std::printf("  %-44s %10.1f  (%d queries while pending)\n", "cudaEventQuery (pending)", ns, n);
     drain();
   }
   for (const Row& row : rows) {
-    std::printf("  %-40s %10.1f\n", row.name.c_str(), best_ns(iters, rounds, row.call, drain));
+    std::printf("  %-44s %10.1f\n", row.name.c_str(), best_ns(iters, rounds, row.call, drain));
   }
 #if ZW_HAVE_NCCL
   ncclCommDestroy(nc);
