@@ -9,13 +9,14 @@
 #include <new>
 #include <thread>
 
-#include "collectives/monitor/comm_monitor.h"
 #include "collectives/comm_agree.h"
+#include "collectives/monitor/comm_monitor.h"
 #include "collectives/peer_record.h"
 #include "common/helper_pool.h"
 #include "common/knobs.h"
 #include "common/log.h"
 #include "common/socket.h"
+#include "common/thread.h"
 
 namespace zw::internal {
 namespace {
@@ -86,7 +87,8 @@ Result<std::unique_ptr<CommImpl>> CommImpl::create_checked(std::shared_ptr<Store
   ZW_TRY(comm->connect(*comm->store_));
   comm->start_monitor(static_cast<uint32_t>((arrival - 1) / size));
   comm->runner_ = std::make_shared<CommRunner>(comm.get());
-  comm->worker_ = std::thread([c = comm.get()] { c->worker_loop(); });
+  ZW_ASSIGN_OR_RETURN(comm->worker_, start_thread("the communicator's worker thread on rank " + std::to_string(rank),
+                                                  [c = comm.get()] { c->worker_loop(); }));
   ZW_INFO(kInit, "communicator '%s' ready: rank %d of %d over %s", settings.name.c_str(), rank, size,
           comm->transport_->name());
   return comm;

@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/knobs.h"
 #include "common/log.h"
+#include "common/thread.h"
 #include "common/topology.h"
 
 namespace zw::internal {
@@ -83,8 +84,16 @@ int HelperPool::parts_for(size_t bytes, Job job) const {
 void HelperPool::start_helpers() {
   owner_ = ::getpid();
   helpers_.reserve(static_cast<size_t>(threads_ - 1));
-  for (int i = 1; i < threads_; ++i) helpers_.emplace_back([this] { helper_loop(); });
-  ZW_INFO(kInit, "started %d helper thread(s) for host copies and reductions of at least %zu bytes", threads_ - 1,
+  for (int i = 1; i < threads_; ++i) {
+    Result<std::thread> helper = start_thread("a helper thread", [this] { helper_loop(); });
+    if (!helper.ok()) {  // the helpers are an acceleration: the caller claims the parts no helper takes
+      ZW_WARN(kInit, "%s; host copies and reductions go on with %d helper(s)", helper.status().message().c_str(),
+              i - 1);
+      break;
+    }
+    helpers_.push_back(std::move(helper).value());
+  }
+  ZW_INFO(kInit, "started %zu helper thread(s) for host copies and reductions of at least %zu bytes", helpers_.size(),
           split_bytes_);
 }
 

@@ -14,6 +14,7 @@
 
 #include "common/knobs.h"
 #include "common/log.h"
+#include "common/thread.h"
 #include "nccl/nccl_env.h"
 #include "nccl/nccl_internal.h"
 #include "zerowire/bootstrap.h"
@@ -93,7 +94,12 @@ ncclResult_t start_init(ncclComm* comm) {
     return ncclSuccess;
   }
   if (!comm->options.blocking) {
-    comm->init_thread = std::thread([comm] { (void)create_zw(comm); });
+    Result<std::thread> init = start_thread("the non-blocking init thread", [comm] { (void)create_zw(comm); });
+    if (!init.ok()) {
+      comm->init_result.store(fail(comm, init.status(), "ncclCommInit* of rank " + std::to_string(comm->rank)));
+      return static_cast<ncclResult_t>(comm->init_result.load());
+    }
+    comm->init_thread = std::move(init).value();
     return ncclInProgress;
   }
   return create_zw(comm);

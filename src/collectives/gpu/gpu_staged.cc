@@ -4,18 +4,18 @@
 // Non-goals: choosing the engine (gpu_path.cc, gpu_p2p.cc).
 #include "collectives/gpu/gpu_staged.h"
 
-#include "collectives/gpu/gpu_events.h"
-
 #include <cuda.h>
 
 #include <algorithm>
 #include <atomic>
 #include <optional>
 
+#include "collectives/gpu/gpu_events.h"
 #include "collectives/host_task.h"
 #include "collectives/work.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/thread.h"
 #include "transport/cuda_ipc/cuda_ipc_device.h"
 
 namespace zw::internal::gpu {
@@ -208,7 +208,8 @@ Result<std::unique_ptr<GpuEngine>> StagedGpu::create(CommImpl& impl, int device,
   void* dev = nullptr;
   ZW_TRY(cuda_status(cudaHostGetDevicePointer(&dev, flag, 0), "cudaHostGetDevicePointer(flag)"));
   g->shared_->flag_device = reinterpret_cast<CUdeviceptr>(dev);
-  g->watcher_ = std::thread([p = g.get()] { p->watch_loop(); });
+  ZW_ASSIGN_OR_RETURN(g->watcher_,
+                      start_thread("the staged GPU path's watcher thread", [p = g.get()] { p->watch_loop(); }));
   ZW_INFO(kCuda, "rank %d: device-memory %s staged through pinned host memory over %s (GPU %d, chunk %zu)", g->rank_,
           purpose, impl.transport_name(), device, g->chunk_bytes_);
   return std::unique_ptr<GpuEngine>(std::move(g));

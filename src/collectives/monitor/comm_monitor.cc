@@ -53,7 +53,10 @@ std::shared_ptr<CommMonitor> CommMonitor::create(MonitorSetup setup) {
     m->straggler_ = std::make_unique<StragglerExchange>(StragglerPeers{s.rank, s.size, s.hosts, s.pids, m->label()},
                                                         std::min(static_cast<size_t>(k.straggler_window), kMaxWindow),
                                                         s.store, m->count_mutex_);
-  MonitorService::instance().add(m);
+  if (const Status added = MonitorService::instance().add(m); !added.ok()) {
+    ZW_WARN(kColl, "monitoring is off for communicator '%s': %s", s.comm.c_str(), added.to_string().c_str());
+    return nullptr;
+  }
   m->publish_endpoint();
   return m;
 }

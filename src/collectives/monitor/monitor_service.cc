@@ -20,6 +20,7 @@
 #include "common/knobs.h"
 #include "common/log.h"
 #include "common/socket.h"
+#include "common/thread.h"
 
 namespace zw::internal::monitor {
 namespace {
@@ -75,14 +76,15 @@ MonitorService::~MonitorService() {
   if (listen_fd_ >= 0) close(listen_fd_);
 }
 
-void MonitorService::add(const std::shared_ptr<CommMonitor>& m) {
+Status MonitorService::add(const std::shared_ptr<CommMonitor>& m) {
   std::lock_guard<std::mutex> lock(mutex_);
+  ZW_TRY(start_locked());
   monitors_.push_back(m);
-  start_locked();
+  return Status();
 }
 
-void MonitorService::start_locked() {
-  if (thread_.joinable()) return;
+Status MonitorService::start_locked() {
+  if (thread_.joinable()) return Status();
   open_endpoint();
   if (!knobs().metrics_dump.empty()) {
     struct sigaction old {};
@@ -94,14 +96,23 @@ void MonitorService::start_locked() {
       sigaction(SIGUSR2, &sa, nullptr);
     }
   }
-  stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);  // -1: the threads look at stop_ every wait instead
-  thread_ = std::thread([this] { serve_loop(); });
-  count_thread_ = std::thread([this] { count_loop(); });
+  if (stop_fd_ < 0) stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);  // -1: the threads look at stop_ every wait
+  ZW_ASSIGN_OR_RETURN(thread_, start_thread("the monitor's serving thread", [this] { serve_loop(); }));
+  // Without the counting thread the records are still counted, by the threads that write them (CommMonitor::
+  // help_aggregate, when the ring is half full): slower, not wrong.
+  Result<std::thread> count = start_thread("the monitor's counting thread", [this] { count_loop(); });
+  if (count.ok()) {
+    count_thread_ = std::move(count).value();
+  } else {
+    ZW_WARN(kColl, "%s; the threads that issue operations count their records instead",
+            count.status().message().c_str());
+  }
+  return Status();
 }
 
 void MonitorService::open_endpoint() {
   const Knobs& k = knobs();
-  if (k.metrics_port <= 0) return;
+  if (k.metrics_port <= 0 || listen_fd_ >= 0) return;  // off, or open from an earlier start whose thread failed
   const int port = static_cast<int>(k.metrics_port) + local_rank();
   uint16_t bound = 0;
   auto fd = net::listen_tcp(net::HostPort{k.metrics_addr, static_cast<uint16_t>(port)}, 16, &bound);

@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "zerowire/status.h"
+
 namespace zw::internal::monitor {
 
 class CommMonitor;
@@ -26,7 +28,9 @@ class MonitorService {
   static MonitorService& instance();
   ~MonitorService();
 
-  void add(const std::shared_ptr<CommMonitor>& m);
+  // Serves `m` from now on, starting the service's threads with the first; an error when its serving thread cannot
+  // start (m is then not added: its communicator runs unmonitored).
+  Status add(const std::shared_ptr<CommMonitor>& m);
   // Writes the dump with `m`'s final state (when ZW_METRICS_DUMP is set), then forgets `m`.
   void retire(const CommMonitor* m);
 
@@ -41,7 +45,7 @@ class MonitorService {
 
  private:
   MonitorService() = default;
-  void start_locked();
+  Status start_locked();
   void serve_loop();
   void count_loop();
   // Waits up to timeout_ms for the stop or, with fd >= 0, for fd to be readable (*ready); returns whether to stop.

@@ -14,6 +14,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/thread.h"
 #include "transport/tcp/tcp_address.h"
 
 namespace zw::transport::tcp {
@@ -64,7 +65,7 @@ Result<std::string> Engine::listen(const net::HostPort& where) {
   epoll_ = std::move(epoll);
   wake_fd_ = std::move(wake);
   listener_ = std::move(listener);
-  thread_ = std::thread([this] { run(); });
+  ZW_ASSIGN_OR_RETURN(thread_, start_thread("the tcp transport's thread", [this] { run(); }));
   std::string address = advertised_address({where.host, port}, cfg_.store_address);
   ZW_INFO(kTcp, "listening on %s (%d connections per peer, socket buffers %lld bytes)", address.c_str(),
           cfg_.conns_per_peer, static_cast<long long>(cfg_.sockbuf));

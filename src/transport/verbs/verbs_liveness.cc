@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/thread.h"
 
 namespace zw::transport::verbs {
 namespace {
@@ -58,7 +59,7 @@ Result<std::unique_ptr<LivenessMonitor>> LivenessMonitor::start(int rank, int wo
   m->address_ = net::HostPort{where.host, port}.to_string();
   m->wake_fd_ = net::Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!m->wake_fd_.valid()) return system_error("eventfd of the verbs liveness monitor", errno);
-  m->thread_ = std::thread([p = m.get()] { p->run(); });
+  ZW_ASSIGN_OR_RETURN(m->thread_, start_thread("the verbs liveness thread", [p = m.get()] { p->run(); }));
   return m;
 }
 

@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "common/socket.h"
+#include "common/thread.h"
 #include "transport/verbs/verbs_cm_wire.h"
 
 namespace zw::transport::verbs {
@@ -144,7 +145,7 @@ Status RdmaCmImpl::start() {
   address_ = net::HostPort{local_ip_, ntohs(rdma_get_src_port(listener_))}.to_string();
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (stop_fd_ < 0) return system_error("eventfd for the rdma_cm thread", errno);
-  thread_ = std::thread([this] { loop(); });
+  ZW_ASSIGN_OR_RETURN(thread_, start_thread("the rdma_cm thread", [this] { loop(); }));
   ZW_INFO(kVerbs, "rank %d: rdma_cm listening at %s on %s", s_.rank, address_.c_str(), device_->describe().c_str());
   return Status();
 }

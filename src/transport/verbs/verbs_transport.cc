@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "common/socket.h"
+#include "common/thread.h"
 #include "transport/verbs/verbs_address.h"
 #include "transport/verbs/verbs_connection.h"
 #include "transport/verbs/verbs_endpoint.h"
@@ -183,7 +184,7 @@ Result<std::string> VerbsTransport::listen() {
   if (stop_fd_ < 0 || wake_fd_ < 0) return system_error("eventfd for the verbs transport", errno);
   ZW_TRY(start_liveness());
   address.live = liveness_->address();
-  async_thread_ = std::thread([this] { async_loop(); });
+  ZW_ASSIGN_OR_RETURN(async_thread_, start_thread("the verbs transport's event thread", [this] { async_loop(); }));
   address_ = address.to_string();
   ZW_INFO(kVerbs, "rank %d listening on %s with %d qps per peer, liveness at %s", options_.rank,
           device_->describe().c_str(), qps_, address.live.c_str());
