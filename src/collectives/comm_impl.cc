@@ -387,9 +387,18 @@ Status CommImpl::run(Pending& op) {
   // Collectives are numbered on the wire among themselves: a send_recv batch involves only some ranks, so it takes
   // no number there (its transfers are numbered per pair of ranks, p2p.cc).
   const uint64_t wire_seq = is_p2p(op.desc.kind) ? coll_seq_ : ++coll_seq_;
-  ZW_TRY(rendezvous_->begin_op(wire_seq, op.desc, Deadline::after_seconds(op.timeout_s), op.timeout_s));
-  ZW_TRY(op.task(ctx));
-  return rendezvous_->end_op();
+  // Host memory running out inside an operation (a std::bad_alloc from a container or a string) fails the operation
+  // like any error, which aborts the communicator; escaping, it would end the worker thread's process or leave the
+  // queue marked running with no one to finish it.
+  try {
+    ZW_TRY(rendezvous_->begin_op(wire_seq, op.desc, Deadline::after_seconds(op.timeout_s), op.timeout_s));
+    ZW_TRY(op.task(ctx));
+    return rendezvous_->end_op();
+  } catch (const std::bad_alloc&) {
+    return Status(Code::kOutOfMemory, "rank " + std::to_string(rank_) +
+                                          ": out of host memory during the operation; free memory or raise the "
+                                          "process's limits (ulimit -v, the container's memory limit)");
+  }
 }
 
 // The worker runs what no waiter claims: operations nobody waits for (yet), those a waiter may not run, and those

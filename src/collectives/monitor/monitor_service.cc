@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "collectives/monitor/comm_monitor.h"
 #include "collectives/monitor/exporter.h"
@@ -214,25 +215,48 @@ bool MonitorService::wait(int timeout_ms, int fd, bool* ready) {
 
 // Counting only: it never waits on a socket or the store, so that a slow scrape or store does not leave the writers
 // to count their records on their operations' path.
+namespace {
+
+// Runs one pass of a monitor thread; a pass that runs out of host memory (live()'s copy, a scrape's text) is skipped,
+// not fatal: the thread tries again at its next wake-up. Said once per thread.
+template <typename F>
+void survive_pass(const char* thread, bool* warned, F&& body) {
+  try {
+    body();
+  } catch (const std::bad_alloc&) {
+    if (!*warned)
+      ZW_WARN(kColl, "the monitor's %s thread ran out of host memory: pass skipped, later ones retried", thread);
+    *warned = true;
+  }
+}
+
+}  // namespace
+
 void MonitorService::count_loop() {
   log::set_thread_rank(-1);
+  bool warned = false;
   while (!wait(kCountMs))
-    for (const auto& m : live()) m->catch_up();
+    survive_pass("counting", &warned, [this] {
+      for (const auto& m : live()) m->catch_up();
+    });
 }
 
 // Wakes for a scrape, a tick, or its stop.
 void MonitorService::serve_loop() {
   log::set_thread_rank(-1);
   auto next_tick = std::chrono::steady_clock::now();
+  bool warned = false;
   for (;;) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_tick) {
       next_tick = now + std::chrono::milliseconds(kTickMs);
-      for (const auto& m : live()) m->service_tick();
-      if (g_dump_requested.exchange(false)) {
-        std::string path = write_dump();
-        if (!path.empty()) ZW_WARN(kColl, "metrics dumped to %s (SIGUSR2)", path.c_str());
-      }
+      survive_pass("serving", &warned, [this] {
+        for (const auto& m : live()) m->service_tick();
+        if (g_dump_requested.exchange(false)) {
+          std::string path = write_dump();
+          if (!path.empty()) ZW_WARN(kColl, "metrics dumped to %s (SIGUSR2)", path.c_str());
+        }
+      });
     }
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - std::chrono::steady_clock::now());
@@ -240,7 +264,7 @@ void MonitorService::serve_loop() {
     if (wait(static_cast<int>(std::max<int64_t>(left.count(), 1)), listen_fd_, &scrape)) return;
     if (scrape) {
       int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd >= 0) serve_one(fd);
+      if (fd >= 0) survive_pass("serving", &warned, [this, fd] { serve_one(fd); });
     }
   }
 }
