@@ -6,7 +6,9 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "common/knobs.h"
 #include "tensor/cuda/context_impl.h"
@@ -20,41 +22,39 @@ thread_local CudaContext* g_current = nullptr;
 std::atomic<size_t> g_in_use{0};
 std::atomic<size_t> g_peak{0};
 
+// The value of `knob` = `want` among `choices` (name, value), or an error listing the names.
+template <typename E>
+Result<E> from_knob(const char* knob, const std::string& want,
+                    std::initializer_list<std::pair<const char*, E>> choices) {
+  std::string names;
+  for (const auto& [name, value] : choices) {
+    if (want == name) return value;
+    names += (names.empty() ? "" : ", ") + std::string(name);
+  }
+  return Status(Code::kInvalidArgument, std::string("cuda context: ") + knob + "=" + want + " is not one of " + names);
+}
+
 // The options' kernel choices, the knobs' where an option says kFromKnob.
 Status resolve_choices(const CudaContextOptions& o, CudaContext::Impl& m) {
+  const Knobs& k = knobs();
   m.attention = o.attention;
   if (m.attention == AttentionKernels::kFromKnob) {
-    const std::string& want = knobs().cuda_attention;
-    if (want == "auto") {
-      m.attention = AttentionKernels::kAuto;
-    } else if (want == "cudnn") {
-      m.attention = AttentionKernels::kCudnn;
-    } else if (want == "zw") {
-      m.attention = AttentionKernels::kZerowire;
-    } else {
-      return Status(Code::kInvalidArgument,
-                    "cuda context: ZW_CUDA_ATTENTION=" + want + " is not one of auto, cudnn or zw");
-    }
+    ZW_ASSIGN_OR_RETURN(m.attention, from_knob<AttentionKernels>("ZW_CUDA_ATTENTION", k.cuda_attention,
+                                                                 {{"auto", AttentionKernels::kAuto},
+                                                                  {"cudnn", AttentionKernels::kCudnn},
+                                                                  {"zw", AttentionKernels::kZerowire}}));
   }
   m.loss_rows = o.loss_rows;
   if (m.loss_rows == LossRows::kFromKnob) {
-    const std::string& want = knobs().cuda_loss_rows;
-    if (want == "two-pass") {
-      m.loss_rows = LossRows::kTwoPass;
-    } else if (want == "staged") {
-      m.loss_rows = LossRows::kStaged;
-    } else {
-      return Status(Code::kInvalidArgument,
-                    "cuda context: ZW_CUDA_LOSS_ROWS=" + want + " is not one of two-pass or staged");
-    }
+    ZW_ASSIGN_OR_RETURN(m.loss_rows,
+                        from_knob<LossRows>("ZW_CUDA_LOSS_ROWS", k.cuda_loss_rows,
+                                            {{"staged", LossRows::kStaged}, {"two-pass", LossRows::kTwoPass}}));
   }
   m.determinism = o.determinism;
   if (m.determinism == Determinism::kFromKnob) {
-    const int64_t want = knobs().cuda_deterministic;
-    if (want != 0 && want != 1)
-      return Status(Code::kInvalidArgument, "cuda context: ZW_CUDA_DETERMINISTIC=" + std::to_string(want) +
-                                                " is not 1 (every op deterministic) or 0 (faster ones allowed)");
-    m.determinism = want == 1 ? Determinism::kDeterministic : Determinism::kAllowFaster;
+    ZW_ASSIGN_OR_RETURN(m.determinism,
+                        from_knob<Determinism>("ZW_CUDA_DETERMINISTIC", std::to_string(k.cuda_deterministic),
+                                               {{"1", Determinism::kDeterministic}, {"0", Determinism::kAllowFaster}}));
   }
   return Status();
 }
