@@ -138,7 +138,8 @@ fi
 
 # ---- build, continued: the CPU API tests and the overhead program, beside nccl-tests' compilation ----
 bounded 150 ninja -C "$BUILD" -j"$NPROC" zw_nccl_api_overhead zw_cuda_issue_cost zw_nccl_args_test zw_nccl_coll_test \
-  zw_nccl_process_test zw_nccl_rank zw_nccl_gpu_api_test >>"$LOG/ninja.log" 2>&1 || { rc=$?; note "build: API tests $(cut_or_failed $rc)"; status=1; }
+  zw_nccl_process_test zw_nccl_rank zw_nccl_env_test zw_nccl_gpu_api_test >>"$LOG/ninja.log" 2>&1 ||
+  { rc=$?; note "build: API tests $(cut_or_failed $rc)"; status=1; }
 wait "$nt_pid"
 rc=$?
 if [ "$rc" -eq 0 ] && [ -x "$ZWBIN/all_reduce_perf$SFX" ]; then

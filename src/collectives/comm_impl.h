@@ -76,6 +76,11 @@ struct OpContext {
 class GpuEngine {
  public:
   virtual ~GpuEngine() = default;
+  // The GPU it runs on, and whether it runs pre-multiplied sums (CollectiveOptions::premul).
+  virtual int device() const = 0;
+  virtual bool premultiplies() const = 0;
+  // Enqueues a collective on o.stream, its buffers checked to be on device(), and returns without waiting for it.
+  virtual Result<Work> run(const OpDesc& desc, const CollectiveOptions& o) = 0;
   // Stops kernels waiting for peers and fails later device-memory operations with `reason`.
   virtual void abort(const Status& reason) = 0;
   // Tells the peers that this rank refused its device-memory call with `why` (refusal.h), where the engine numbers its

@@ -13,6 +13,7 @@
 // from a copy of its input (copy_aside).
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "kernels/reduce.h"
 #include "nccl/nccl_internal.h"
@@ -22,8 +23,21 @@ namespace {
 
 struct GroupState {
   int depth = 0;
-  std::vector<std::pair<ncclComm*, Op>> ops;
+  // The recorded operations per communicator, in the order the communicators first appeared.
+  std::vector<std::pair<ncclComm*, std::vector<Op>>> ops;
   std::vector<std::pair<ncclComm*, std::function<ncclResult_t()>>> inits;
+  std::vector<Op> spare;  // the last group's cleared operation list, reused (a group per call is the common case)
+
+  void add(ncclComm* comm, Op op) {
+    auto it = std::find_if(ops.begin(), ops.end(), [comm](const auto& e) { return e.first == comm; });
+    if (it == ops.end()) it = ops.insert(ops.end(), {comm, std::exchange(spare, {})});
+    it->second.push_back(std::move(op));
+  }
+  size_t op_count() const {
+    size_t n = 0;
+    for (const auto& e : ops) n += e.second.size();
+    return n;
+  }
 };
 
 thread_local GroupState t_group;
@@ -147,7 +161,7 @@ void defer_init(ncclComm* comm, std::function<ncclResult_t()> init) {
 
 ncclResult_t submit(ncclComm* comm, Op op) {
   if (in_group()) {
-    t_group.ops.emplace_back(comm, std::move(op));
+    t_group.add(comm, std::move(op));
     return ncclSuccess;
   }
   return issue(comm, std::span<Op>(&op, 1));
@@ -195,26 +209,28 @@ ncclResult_t ncclGroupStart(void) {
 ncclResult_t ncclGroupEnd(void) {
   if (t_group.depth == 0) return fail(nullptr, ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
   if (--t_group.depth > 0) return ncclSuccess;
-  GroupState g = std::move(t_group);
+  GroupState g = std::move(t_group);  // issuing may start groups of its own on this thread (none do today)
   t_group = GroupState{};
-  std::vector<std::function<ncclResult_t()>> inits;
-  for (auto& [comm, init] : g.inits) inits.push_back(std::move(init));
-  ncclResult_t result = inits.empty() ? ncclSuccess : run_all(inits);
-  // Operations per communicator, in the order the communicators first appeared.
-  std::vector<std::pair<ncclComm*, std::vector<Op>>> per_comm;
-  for (auto& [comm, op] : g.ops) {
-    auto it = std::find_if(per_comm.begin(), per_comm.end(), [c = comm](const auto& e) { return e.first == c; });
-    if (it == per_comm.end()) it = per_comm.insert(per_comm.end(), {comm, {}});
-    it->second.push_back(std::move(op));
+  ncclResult_t result = ncclSuccess;
+  if (!g.inits.empty()) {
+    std::vector<std::function<ncclResult_t()>> inits;
+    for (auto& [comm, init] : g.inits) inits.push_back(std::move(init));
+    result = run_all(inits);
   }
-  std::vector<std::function<ncclResult_t()>> issues;
-  const bool threads = per_comm.size() > 1;  // then each issues in a thread of its own, on its communicator's GPU
-  for (auto& [comm, ops] : per_comm)
-    issues.push_back([c = comm, &o = ops, threads] {
-      if (threads && c->device >= 0) cudaSetDevice(c->device);
-      return issue(c, o);
-    });
-  ncclResult_t issued = issues.empty() ? ncclSuccess : run_all(issues);
+  ncclResult_t issued = ncclSuccess;
+  if (g.ops.size() == 1) {  // one communicator (every call outside a group, nccl-tests' -g 1): issued here
+    issued = issue(g.ops[0].first, g.ops[0].second);
+    g.ops[0].second.clear();
+    t_group.spare = std::move(g.ops[0].second);
+  } else if (!g.ops.empty()) {  // several: each in a thread of its own, on its communicator's GPU
+    std::vector<std::function<ncclResult_t()>> issues;
+    for (auto& [comm, ops] : g.ops)
+      issues.push_back([c = comm, &o = ops] {
+        if (c->device >= 0) cudaSetDevice(c->device);
+        return issue(c, o);
+      });
+    issued = run_all(issues);
+  }
   return result != ncclSuccess ? result : issued;
 }
 
@@ -223,7 +239,7 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* info) {
     return fail(nullptr, ncclInvalidArgument, "ncclGroupSimulateEnd: simInfo is NULL or not NCCL_SIM_INFO_INITIALIZER");
   if (t_group.depth == 0) return fail(nullptr, ncclInvalidUsage, "ncclGroupSimulateEnd without ncclGroupStart");
   // zerowire has no time model to report. Like NCCL's simulation, the group's operations are not launched.
-  const size_t dropped = t_group.ops.size();
+  const size_t dropped = t_group.op_count();
   if (--t_group.depth == 0) {
     t_group.ops.clear();
     std::vector<std::function<ncclResult_t()>> inits;  // communicator creations are not simulated: they happen

@@ -17,6 +17,11 @@ namespace {
 using internal::GpuEngine;
 
 struct FakeEngine final : GpuEngine {
+  int device() const override { return 0; }
+  bool premultiplies() const override { return false; }
+  Result<Work> run(const internal::OpDesc&, const CollectiveOptions&) override {
+    return Status(Code::kUnsupported, "the fake engine runs nothing");
+  }
   void abort(const Status&) override {}
 };
 

@@ -17,11 +17,19 @@ namespace zw::internal::gpu {
 
 using transport::cuda_ipc::cuda_status;
 
+const void* GpuComm::alone_source(const CollectiveOptions& o) {
+  return o.input.bytes > 0 && o.input.ptr != nullptr ? o.input.ptr : o.output.ptr;
+}
+
+bool GpuComm::alone_is_idle(const OpDesc& desc, const CollectiveOptions& o) {
+  return o.premul == 1.0 && (desc.count == 0 || alone_source(o) == o.output.ptr);
+}
+
 Result<Work> GpuComm::issue_alone(const OpDesc& desc, const CollectiveOptions& o, size_t slot) {
   const uint64_t seq = ++seq_;
   auto stream = static_cast<cudaStream_t>(o.stream);
   const size_t bytes = desc.count * dtype_size(desc.dtype);
-  const void* src = o.input.bytes > 0 && o.input.ptr != nullptr ? o.input.ptr : o.output.ptr;
+  const void* src = alone_source(o);
   ZW_TRY(recorder_.mark_start(slot, stream));
   Status st;
   if (o.premul != 1.0) {

@@ -265,7 +265,8 @@ Result<Work> GpuComm::run(const OpDesc& desc, const CollectiveOptions& o) {
   const auto algo = ring ? monitor::DeviceAlgo::kRing
                     : ce ? monitor::DeviceAlgo::kCopyEngine
                          : monitor::DeviceAlgo::kDirect;
-  const size_t slot = recorder_.begin(desc, algo, seq_ + 1, size_, enqueue);
+  const bool idle = size_ == 1 && alone_is_idle(desc, o);  // nothing for the device to run: not timed
+  const size_t slot = recorder_.begin(desc, algo, seq_ + 1, size_, enqueue, /*timeable=*/!idle);
   Result<Work> w = issue(desc, o, ring, slot);
   recorder_.commit(slot, w.ok() ? Status() : w.status(), w.ok() ? 0 : static_cast<int64_t>(now_ns()));
   return w;

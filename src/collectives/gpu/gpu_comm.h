@@ -65,8 +65,9 @@ class GpuComm final : public GpuEngine {
   static Status publish_refusal(Store& store, int rank, const std::string& why);
   ~GpuComm() override;
 
-  int device() const { return device_; }
-  Result<Work> run(const OpDesc& desc, const CollectiveOptions& options);
+  int device() const override { return device_; }
+  bool premultiplies() const override { return true; }
+  Result<Work> run(const OpDesc& desc, const CollectiveOptions& options) override;
   void abort(const Status& reason) override;
   // Posts the refusal under the number this call would have taken: the peers waiting for it fail at once (mailbox).
   bool refuse(const Status& why) override;
@@ -81,6 +82,10 @@ class GpuComm final : public GpuEngine {
   Result<Work> issue(const OpDesc& desc, const CollectiveOptions& o, bool ring, size_t slot);
   // issue() at world size 1 (gpu_alone.cc): no peers, so no descriptor, barrier or kernel launch unless it scales.
   Result<Work> issue_alone(const OpDesc& desc, const CollectiveOptions& o, size_t slot);
+  // The buffer a world-size-1 operation copies from (its input, or the output when in place), and whether it leaves
+  // the device nothing to do (in place without a pre-multiplication: nothing to time).
+  static const void* alone_source(const CollectiveOptions& o);
+  static bool alone_is_idle(const OpDesc& desc, const CollectiveOptions& o);
   // The end of an issue: the completion event after the operation on `stream`, and the Work that polls it.
   Result<Work> complete(const OpDesc& desc, uint64_t seq, size_t slot, cudaStream_t stream);
   // Before any kernel (gpu_exchange.cc): this rank's descriptor to every peer and theirs here (describe, gather), the

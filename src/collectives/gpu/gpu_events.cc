@@ -5,8 +5,23 @@
 
 namespace zw::internal::gpu {
 
+// An event handed out, and the pool it goes back to when the last holder drops it.
+struct EventPool::Lease {
+  Lease(cudaEvent_t e, std::shared_ptr<EventPool> p) : event(e), pool(std::move(p)) {}
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  ~Lease() { pool->put(event); }
+  cudaEvent_t event;
+  std::shared_ptr<EventPool> pool;
+};
+
 EventPool::~EventPool() {
   for (cudaEvent_t e : free_) cudaEventDestroy(e);
+}
+
+void EventPool::put(cudaEvent_t e) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_.push_back(e);
 }
 
 Result<std::shared_ptr<cudaEvent_t>> EventPool::get() {
@@ -20,16 +35,8 @@ Result<std::shared_ptr<cudaEvent_t>> EventPool::get() {
   }
   if (e == nullptr)
     ZW_TRY(transport::cuda_ipc::cuda_status(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
-  std::weak_ptr<EventPool> pool = weak_from_this();
-  return std::shared_ptr<cudaEvent_t>(new cudaEvent_t(e), [pool](cudaEvent_t* p) {
-    if (auto self = pool.lock()) {
-      std::lock_guard<std::mutex> lock(self->mutex_);
-      self->free_.push_back(*p);
-    } else {
-      cudaEventDestroy(*p);
-    }
-    delete p;
-  });
+  auto lease = std::make_shared<Lease>(e, shared_from_this());
+  return std::shared_ptr<cudaEvent_t>(lease, &lease->event);
 }
 
 }  // namespace zw::internal::gpu

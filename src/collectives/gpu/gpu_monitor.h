@@ -14,9 +14,10 @@
 // Sampling: recording a timing-enabled event costs ~1.8 µs of host time on an H200 host (0.34 µs without timing;
 // docs/PERF.md, zw_cuda_issue_cost), two per operation, against 5-8 µs for the whole call at world size 1. So only
 // operations of 1 MiB or more between two or more ranks, and one in every ZW_MONITOR_DEVICE_SAMPLE (16) others, are
-// timed (at world size 1 nothing crosses a link: an operation is a local copy or, in place, nothing); the others
-// record no event of their own: their completion is the Work's completion event, which the record holds until the
-// consumer sees it complete, and they are counted (bytes, status, completion) without a run time (kRecordUntimed).
+// timed (at world size 1 nothing crosses a link: an operation is a local copy or, in place, nothing, which is never
+// timed); the others record no event of their own: their completion is the Work's completion event, which the record
+// holds until the consumer sees it complete, and they are counted (bytes, status, completion) without a run time
+// (kRecordUntimed).
 //
 // Issuing path: one clock read, the record's fields, two cudaEventRecord calls (timed) or a shared_ptr copy (not); no
 // lock, no allocation.
@@ -101,11 +102,13 @@ class GpuOpRecorder {
   void detach();
 
   // Issuing thread (no-ops when off; kNoSlot when no record slot is free).
-  size_t begin(const OpDesc& desc, monitor::DeviceAlgo algo, uint64_t seq, int world_size, int64_t enqueue_ns) {
+  // `timeable`: false for an operation that leaves the device nothing to run (never timed, nor counted for sampling).
+  size_t begin(const OpDesc& desc, monitor::DeviceAlgo algo, uint64_t seq, int world_size, int64_t enqueue_ns,
+               bool timeable = true) {
     if (!ops_) return monitor::DeviceOps::kNoSlot;
     const size_t slot = ops_->begin(desc, algo, seq, world_size, enqueue_ns);
     if (slot != monitor::DeviceOps::kNoSlot)
-      timer_->set_timed(slot, sampled(world_size > 1 ? monitor::op_bytes(desc, world_size) : 0));
+      timer_->set_timed(slot, timeable && sampled(world_size > 1 ? monitor::op_bytes(desc, world_size) : 0));
     return slot;
   }
   Status mark_start(size_t slot, cudaStream_t stream) {

@@ -24,10 +24,7 @@ std::shared_ptr<Store> setup_store(const CommImpl& impl, uint64_t attempt) {
 
 // The GPU of a call with nothing to move (its pointers may be null): the engine's, else the caller's current device.
 Result<int> device_of_empty_call(CommImpl& impl) {
-  if (GpuEngine* e = impl.gpu_engine_if_created()) {
-    auto* staged = dynamic_cast<gpu::StagedGpu*>(e);
-    return staged != nullptr ? staged->device() : static_cast<gpu::GpuComm*>(e)->device();
-  }
+  if (GpuEngine* e = impl.gpu_engine_if_created()) return e->device();
   int device = 0;
   ZW_TRY(transport::cuda_ipc::cuda_status(cudaGetDevice(&device), "cudaGetDevice"));
   return device;
@@ -53,7 +50,8 @@ Result<Work> run_gpu_collective(Communicator& comm, const OpDesc& desc, const Co
   // launched), so that a peer that passed another count fails naming this rank instead of waiting for it.
   if (desc.count == 0 && comm.size() == 1) return Work();
   const void* any = o.input.bytes > 0 && o.input.ptr ? o.input.ptr : o.output.ptr;
-  const std::string where = std::string(op_kind_name(desc.kind)) + " on rank " + std::to_string(comm.rank());
+  // Error context, "all_reduce on rank 2", built only on an error (this path is paid per call).
+  auto where = [&] { return std::string(op_kind_name(desc.kind)) + " on rank " + std::to_string(comm.rank()); };
   // A call refused here is announced to the peers, which would otherwise wait for it until their timeout.
   auto refuse = [&](const Status& s) {
     announce_refusal(comm, s, /*device=*/true);
@@ -61,13 +59,13 @@ Result<Work> run_gpu_collective(Communicator& comm, const OpDesc& desc, const Co
   };
   CommImpl& impl = comm.impl();
   auto dev = desc.count == 0 || any == nullptr ? device_of_empty_call(impl)
-                                               : transport::cuda_ipc::device_of_pointer(any);  // a driver query, µs
-  if (!dev.ok()) return refuse(dev.status().with_context(where));
+                                               : transport::cuda_ipc::device_of_pointer(any);  // a driver query
+  if (!dev.ok()) return refuse(dev.status().with_context(where()));
   if (desc.count > 0 && o.output.bytes > 0 && o.output.ptr != nullptr && o.output.ptr != any) {
     auto d = transport::cuda_ipc::device_of_pointer(o.output.ptr);
-    if (!d.ok()) return refuse(d.status().with_context(where));
+    if (!d.ok()) return refuse(d.status().with_context(where()));
     if (d.value() != dev.value())
-      return refuse(Status(Code::kInvalidArgument, where + ": input is on GPU " + std::to_string(dev.value()) +
+      return refuse(Status(Code::kInvalidArgument, where() + ": input is on GPU " + std::to_string(dev.value()) +
                                                        " but output on GPU " + std::to_string(d.value())));
   }
   ZW_ASSIGN_OR_RETURN(GpuEngine * engine, impl.gpu_engine([&](uint64_t attempt) -> Result<std::unique_ptr<GpuEngine>> {
@@ -76,19 +74,15 @@ Result<Work> run_gpu_collective(Communicator& comm, const OpDesc& desc, const Co
                         gpu::GpuComm::create(impl, dev.value(), *setup_store(impl, attempt)));
     return std::unique_ptr<GpuEngine>(std::move(g));
   }));
-  auto* staged = dynamic_cast<gpu::StagedGpu*>(engine);
-  auto* g = staged != nullptr ? nullptr : static_cast<gpu::GpuComm*>(engine);
-  const int engine_device = staged != nullptr ? staged->device() : g->device();
-  if (engine_device != dev.value())
-    return refuse(Status(Code::kInvalidArgument, where +
-                                                     ": this communicator runs its device-memory collectives on GPU " +
-                                                     std::to_string(engine_device) + " but these buffers are on GPU " +
-                                                     std::to_string(dev.value()) + " (use one communicator per GPU)"));
-  if (staged != nullptr && o.premul != 1.0)
-    return refuse(Status(Code::kUnsupported, where +
-                                                 ": pre-multiplied sums are not implemented on the staged (cross-host) "
-                                                 "device path"));
-  return staged != nullptr ? staged->run(desc, o) : g->run(desc, o);
+  if (engine->device() != dev.value())
+    return refuse(
+        Status(Code::kInvalidArgument, where() + ": this communicator runs its device-memory collectives on GPU " +
+                                           std::to_string(engine->device()) + " but these buffers are on GPU " +
+                                           std::to_string(dev.value()) + " (use one communicator per GPU)"));
+  if (o.premul != 1.0 && !engine->premultiplies())
+    return refuse(Status(Code::kUnsupported,
+                         where() + ": pre-multiplied sums are not implemented on the staged (cross-host) device path"));
+  return engine->run(desc, o);
 }
 
 }  // namespace zw::internal

@@ -122,9 +122,10 @@ class StagedGpu final : public GpuEngine {
   static Result<std::unique_ptr<GpuEngine>> create(CommImpl& impl, int device, const char* purpose = "collectives");
   ~StagedGpu() override;
 
-  int device() const { return device_; }
+  int device() const override { return device_; }
+  bool premultiplies() const override { return false; }  // not implemented on this path
   // Enqueues the collective on o.stream (see the file comment) and returns without waiting for it.
-  Result<Work> run(const OpDesc& desc, const CollectiveOptions& o);
+  Result<Work> run(const OpDesc& desc, const CollectiveOptions& o) override;
   // The general form (run() and gpu_staged_p2p.cc): makes the staging area hold `bytes` (at least 1), builds the
   // steps over it with `build(staging)`, enqueues them on o.stream after `d2d` (a device-to-device copy; height 0:
   // none) and returns without waiting. o.stream and o.timeout are used. `where` starts error messages ("send_recv on

@@ -4,7 +4,8 @@
 // the time the host saw the calls take, a run time that fits inside that span — whether its Work was waited on or
 // dropped (the stream synchronized instead), and be counted in the aggregates under transport "cuda_ipc". Operations
 // under 1 MiB (any size at world size 1) are timed one in ZW_MONITOR_DEVICE_SAMPLE: the others' records say so and hold
-// the time their completion was seen. Operations two ranks issue differently are recorded as failed with the desync code. Skips with "no CUDA
+// the time their completion was seen; one that leaves the device nothing to do (in place at world size 1) is never
+// timed. Operations two ranks issue differently are recorded as failed with the desync code. Skips with "no CUDA
 // device" without a GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -53,6 +54,7 @@ struct Op {
   OpKind kind;
   size_t count;  // floats, NCCL's meaning
   bool wait;     // wait on its Work (else the Work is dropped and the stream synchronized later)
+  bool in_place = false;  // all_reduce and all_gather only: the input is (this rank's block of) the output
 };
 
 Result<Work> issue(Communicator& c, const Rank& m, const Op& op) {
@@ -60,7 +62,9 @@ Result<Work> issue(Communicator& c, const Rank& m, const Op& op) {
   const size_t n = static_cast<size_t>(c.size()), bytes = op.count * 4;
   const size_t in_bytes = op.kind == OpKind::kReduceScatter ? bytes * n : bytes;
   const size_t out_bytes = op.kind == OpKind::kAllGather ? bytes * n : bytes;
-  o.input = MemRef{m.in, in_bytes, MemKind::kCudaDevice, 0};
+  std::byte* in =
+      op.in_place ? m.out + (op.kind == OpKind::kAllGather ? bytes * static_cast<size_t>(c.rank()) : 0) : m.in;
+  o.input = MemRef{in, in_bytes, MemKind::kCudaDevice, 0};
   o.output = MemRef{m.out, out_bytes, MemKind::kCudaDevice, 0};
   o.count = op.count;
   o.dtype = DataType::kFloat32;
@@ -120,7 +124,8 @@ bool all_finished(const CommMonitor& m) {
 }
 
 // Whether the engine times each of `ops` (gpu_monitor.h): between ranks from 1 MiB always, below (and at world size 1,
-// every size) the first of every sample.
+// every size) the first of every sample; never an operation in place at world size 1 (nor does it count for the
+// sample).
 std::vector<bool> timed_ops(const std::vector<Op>& ops, int ranks = kRanks) {
   const uint64_t sample = static_cast<uint64_t>(std::max<int64_t>(knobs().monitor_device_sample, 1));
   std::vector<bool> timed;
@@ -129,6 +134,10 @@ std::vector<bool> timed_ops(const std::vector<Op>& ops, int ranks = kRanks) {
     const uint64_t per_rank = op.count * 4;
     const uint64_t bytes =
         op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter ? per_rank * ranks : per_rank;
+    if (ranks == 1 && op.in_place) {
+      timed.push_back(false);
+      continue;
+    }
     timed.push_back((ranks > 1 && bytes >= (1u << 20)) || small++ % sample == 0);
   }
   return timed;
@@ -291,14 +300,18 @@ TEST(MonitorGpu, OperationsIssuedFasterThanTheTickAreStillRecorded) {
 }
 
 // At world size 1 nothing crosses a link (a local copy, or nothing in place): large operations are sampled like small
-// ones, so that an in-place no-op does not pay two timing events. Every one is still counted with its bytes.
-TEST(MonitorGpu, AtWorldSizeOneEverySizeIsSampled) {
+// ones, and one in place, which leaves the device nothing to run, is never timed (no two timing events for a no-op).
+// Every one is still counted with its bytes.
+TEST(MonitorGpu, AtWorldSizeOneEverySizeIsSampledAndNothingInPlaceTimed) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   std::vector<Op> ops;
-  for (int i = 0; i < 20; ++i) ops.push_back(Op{i % 2 ? OpKind::kAllReduce : OpKind::kAllGather, 1 << 20, i % 3 == 0});
+  for (int i = 0; i < 24; ++i)
+    ops.push_back(Op{i % 2 ? OpKind::kAllReduce : OpKind::kAllGather, 1 << 20, i % 3 == 0, i % 4 < 2});
   const std::vector<bool> timed = timed_ops(ops, 1);
+  ASSERT_FALSE(timed[0]) << "the first operation is in place: the check must see an in-place one untimed";
+  ASSERT_TRUE(timed[2]) << "the first operation out of place is the sample's first";
   if (knobs().monitor_device_sample > 1) {
-    ASSERT_LT(std::count(timed.begin(), timed.end(), true), 20);
+    ASSERT_LT(std::count(timed.begin(), timed.end(), true), 12);
   }
   auto failures = run_on_gpu(
       "mon-gpu-alone",
