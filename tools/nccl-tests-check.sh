@@ -24,7 +24,9 @@
 #            nccl-tests binaries on libzwnccl and on the system's libnccl.so.2 (LD_LIBRARY_PATH picks), interleaved,
 #            at the same process count (1 on one GPU: the API layer's overhead; one per GPU otherwise). Last, after the
 #            torch runs ended, so that nothing else shares the GPU.
-# ZW_NCCL_TESTS_PREBUILT=1 uses BUILD/nccl-tests-zw as it is when it has binaries; ZW_NCCL_STEPS=torch,check,shared,
+# nccl-tests' source: ZW_NCCL_TESTS_SRC, else ../shared/clients/nccl-tests beside the checkout — which does not travel
+# to the device machine: copy it into a git-ignored folder of the tree, carry that folder and name it in
+# ZW_NCCL_TESTS_SRC. ZW_NCCL_TESTS_PREBUILT=1 uses BUILD/nccl-tests-zw as it is when it has binaries; ZW_NCCL_STEPS=torch,check,shared,
 # overhead,compare (the default: all) runs only the steps named (a rerun of what failed). Logs: ZW_NCCL_LOG_DIR (default
 # BUILD/nccl-check); with OUT set, packed after every step into $OUT/nccl-check.tar.gz,
 # the summary also in $OUT/nccl-check-summary.txt. Exit status 0 only when every check passed (a skip for a missing
@@ -145,7 +147,8 @@ rc=$?
 if [ "$rc" -eq 0 ] && [ -x "$ZWBIN/all_reduce_perf$SFX" ]; then
   note "build: nccl-tests (MPI=$MPI) on libzwnccl ok ($(since))"
 else
-  note "build: nccl-tests on libzwnccl $(cut_or_failed "$rc") ($(since))"; status=1; tail -20 "$LOG/build-nccl-tests.log"
+  note "build: nccl-tests on libzwnccl $(cut_or_failed "$rc") ($(since)): $(tail -1 "$LOG/build-nccl-tests.log")"
+  status=1; tail -20 "$LOG/build-nccl-tests.log"
 fi
 pack
 
