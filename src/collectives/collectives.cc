@@ -119,18 +119,18 @@ constexpr auto kHostRun = internal::CommImpl::RunBy::kWorkerOrWaiter;
 Task all_gather_task(const OpDesc& desc, const CollectiveOptions& o, int r, int n) {
   const size_t block = o.count * dtype_size(o.dtype), total = block * n;
   const bool in_place = o.input.ptr == o.output.data() + r * block;
-  return [=](OpContext& ctx) -> Status {
+  return internal::CommImpl::inline_task([=](OpContext& ctx) -> Status {
     if (total == 0) return meet_peers(ctx);
     ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, total));
     if (!in_place) kernels::copy(out.at(r * block), o.input.ptr, block);
     const BlockLayout layout = BlockLayout::equal(n, block);
     return desc.algo == Algo::kRing ? ring_all_gather(ctx, out, layout) : tree_all_gather(ctx, out, layout);
-  };
+  });
 }
 
 Task reduce_scatter_task(const OpDesc& desc, const CollectiveOptions& o, int n) {
   const size_t block = o.count * dtype_size(o.dtype), total = block * n;
-  return [=](OpContext& ctx) -> Status {
+  return internal::CommImpl::inline_task([=](OpContext& ctx) -> Status {
     if (total == 0) return meet_peers(ctx);
     ZW_ASSIGN_OR_RETURN(BufRef in, registered(ctx, o.input, total));
     ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, block));
@@ -140,12 +140,12 @@ Task reduce_scatter_task(const OpDesc& desc, const CollectiveOptions& o, int n) 
                                     : tree_reduce_scatter(ctx, in, out, layout, o.dtype, op));
     finish_avg(o.op, o.dtype, out.at(0), o.count, n);
     return Status();
-  };
+  });
 }
 
 Task all_reduce_task(const OpDesc& desc, const CollectiveOptions& o, int r, int n) {
   const size_t elem = dtype_size(o.dtype), total = o.count * elem;
-  return [=](OpContext& ctx) -> Status {
+  return internal::CommImpl::inline_task([=](OpContext& ctx) -> Status {
     if (total == 0) return meet_peers(ctx);
     ZW_ASSIGN_OR_RETURN(BufRef in, registered(ctx, o.input, total));
     ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, total));
@@ -158,13 +158,13 @@ Task all_reduce_task(const OpDesc& desc, const CollectiveOptions& o, int r, int 
                 : tree_reduce_scatter(ctx, in, mine, layout, o.dtype, op));
     finish_avg(o.op, o.dtype, mine.at(0), layout.bytes(r) / elem, n);
     return ring ? ring_all_gather(ctx, out, layout) : tree_all_gather(ctx, out, layout);
-  };
+  });
 }
 
 Task broadcast_task(const OpDesc& desc, const CollectiveOptions& o, int r) {
   const size_t total = o.count * dtype_size(o.dtype);
   const bool is_root = o.root == r;
-  return [=](OpContext& ctx) -> Status {
+  return internal::CommImpl::inline_task([=](OpContext& ctx) -> Status {
     ZW_TRY(meet_peers(ctx));  // rooted: see meet_peers
     if (total == 0) return Status();
     ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, total));
@@ -174,13 +174,13 @@ Task broadcast_task(const OpDesc& desc, const CollectiveOptions& o, int r) {
       kernels::copy(out.at(0), src.at(0), total);
     }
     return broadcast_pipelined(ctx, desc.algo, o.root, src, out, total);
-  };
+  });
 }
 
 Task reduce_task(const OpDesc& desc, const CollectiveOptions& o, int r, int n) {
   const size_t total = o.count * dtype_size(o.dtype);
   const bool is_root = o.root == r;
-  return [=](OpContext& ctx) -> Status {
+  return internal::CommImpl::inline_task([=](OpContext& ctx) -> Status {
     ZW_TRY(meet_peers(ctx));  // rooted: see meet_peers
     if (total == 0) return Status();
     ZW_ASSIGN_OR_RETURN(BufRef in, registered(ctx, o.input, total));
@@ -191,25 +191,25 @@ Task reduce_task(const OpDesc& desc, const CollectiveOptions& o, int r, int n) {
     ZW_TRY(reduce_pipelined(ctx, desc.algo, o.root, in, out, o.count, o.dtype, algo_op(o.op)));
     if (is_root) finish_avg(o.op, o.dtype, out.at(0), o.count, n);
     return Status();
-  };
+  });
 }
 
 Task all_to_all_task(const CollectiveOptions& o, int n) {
   const size_t block = o.count * dtype_size(o.dtype), total = block * n;
-  return [=](OpContext& ctx) -> Status {
+  return internal::CommImpl::inline_task([=](OpContext& ctx) -> Status {
     if (total == 0) return meet_peers(ctx);
     ZW_ASSIGN_OR_RETURN(BufRef in, registered(ctx, o.input, total));
     ZW_ASSIGN_OR_RETURN(BufRef out, registered(ctx, o.output, total));
     return direct_all_to_all(ctx, in, out, block);
-  };
+  });
 }
 
 Task barrier_task(int n) {
-  return [=](OpContext& ctx) -> Status {
+  return internal::CommImpl::inline_task([=](OpContext& ctx) -> Status {
     // An all-gather of one byte per rank: no rank leaves before every rank arrived.
     ZW_ASSIGN_OR_RETURN(internal::RegBuf scratch, ctx.arena.get(static_cast<size_t>(n)));
     return tree_all_gather(ctx, BufRef{scratch, 0}, BlockLayout::equal(n, 1));
-  };
+  });
 }
 
 }  // namespace

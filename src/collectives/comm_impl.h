@@ -18,7 +18,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -30,6 +29,8 @@
 #include "collectives/op_desc.h"
 #include "collectives/rendezvous/rendezvous.h"
 #include "collectives/work.h"
+#include "common/fifo.h"
+#include "common/inline_function.h"
 #include "transport/transport.h"
 #include "zerowire/communicator.h"
 
@@ -115,7 +116,16 @@ class CommRunner final : public WorkRunner {
 
 class CommImpl {
  public:
-  using Task = std::function<Status(OpContext&)>;
+  // What the worker (or a waiter) runs for a queued operation. A host collective's task is kept inside the queue's
+  // entry (inline_function.h): issuing one allocates nothing for it.
+  static constexpr size_t kTaskInlineBytes = 192;
+  using Task = InlineFunction<Status(OpContext&), kTaskInlineBytes>;
+  // A task that must be kept inline (host collectives: paid per operation); does not compile when it would not be.
+  template <typename F>
+  static Task inline_task(F&& f) {
+    static_assert(Task::kFitsInline<std::decay_t<F>>, "this task's captures exceed CommImpl::kTaskInlineBytes");
+    return Task(std::forward<F>(f));
+  }
   // Who may run an operation: only the worker (tasks that need a thread of their own, e.g. device-memory chunks that
   // make a CUDA device current), or also a thread waiting for it (host collectives).
   enum class RunBy { kWorker, kWorkerOrWaiter };
@@ -200,7 +210,7 @@ class CommImpl {
   };
   // The queue and who runs it (guarded by mutex_).
   struct OpQueue {
-    std::deque<Pending> queue;
+    Fifo<Pending> queue;
     uint64_t next_seq = 1;
     uint64_t taken_seq = 0;      // sequence number of the last operation taken from the queue
     bool running = false;        // the run token: some thread runs an operation (or forwards an abort)

@@ -136,7 +136,8 @@ struct ChunkOwner {
 
 CommImpl::Task chunk_task(std::shared_ptr<StagedShared> shared, CommImpl::Task inner,
                           std::shared_ptr<cudaEvent_t> copied, MemRef staging, uint64_t chunk, ChunkOwner owner) {
-  return [=](OpContext& ctx) -> Status {
+  return [shared = std::move(shared), inner = std::move(inner), copied = std::move(copied), staging, chunk,
+          owner](OpContext& ctx) mutable -> Status {
     Status st = [&]() -> Status {
       if (copied) ZW_TRY(wait_copied(*copied, owner.device, owner.timeout_s, owner.rank));
       ZW_TRY(ctx.registry.get(staging));  // one registration covers every chunk's slices

@@ -50,7 +50,9 @@ Result<Work> StagedGpu::send_recv(std::span<const P2POp> ops, const CollectiveOp
       at += aligned(bytes);
     }
     step.task = host_send_recv_task(impl_, host);
-    return std::vector<StagedStep>{std::move(step)};
+    std::vector<StagedStep> steps;  // not an initializer list: a step's task moves, it does not copy
+    steps.push_back(std::move(step));
+    return steps;
   };
   return submit(total, build, o, "send_recv on rank " + std::to_string(rank_));
 }
@@ -66,7 +68,9 @@ Result<Work> StagedGpu::all_to_all(const OpDesc& desc, const CollectiveOptions& 
                     host_task(impl_, desc, host),
                     {flat(staging, o.input.data(), total)},
                     {flat(o.output.data(), staging + out_at, total)}};
-    return std::vector<StagedStep>{std::move(step)};
+    std::vector<StagedStep> steps;  // not an initializer list: a step's task moves, it does not copy
+    steps.push_back(std::move(step));
+    return steps;
   };
   return submit(out_at + total, build, o, "all_to_all on rank " + std::to_string(rank_));
 }
