@@ -1,7 +1,8 @@
 // common/fifo.h — a first-in first-out queue on one vector: push at the back, pop at a head index. Its storage is
 // reused once the queue empties, and compacted when the popped prefix is at least half of it, so that a queue in a
 // steady state allocates nothing (std::deque allocates a node per 512 bytes of elements: for the communicator's
-// operation queue, one per operation or two).
+// operation queue, one per operation or two). Storage that a burst grew beyond kKeep elements is given back when the
+// queue empties.
 // Threading: none (the communicator's queue is guarded by its mutex). Non-goals: iteration, random access.
 #pragma once
 
@@ -14,6 +15,8 @@ namespace zw {
 template <typename T>
 class Fifo {
  public:
+  static constexpr size_t kKeep = 1024;  // storage kept through an emptying (elements)
+
   bool empty() const { return head_ == items_.size(); }
   size_t size() const { return items_.size() - head_; }
   T& front() { return items_[head_]; }
@@ -31,7 +34,10 @@ class Fifo {
   T pop_front() {
     T v = std::move(items_[head_++]);
     if (head_ == items_.size()) {  // empty: start over at the front of the same storage
-      items_.clear();
+      if (items_.capacity() > kKeep)
+        items_ = std::vector<T>();  // frees, allocates nothing (the next push starts small)
+      else
+        items_.clear();
       head_ = 0;
     }
     return v;

@@ -96,6 +96,11 @@ TEST(Fifo, SteadyStateReusesItsStorage) {
     while (q.size() > 2) q.pop_front();
   }
   EXPECT_EQ(q.capacity(), cap);
+  // A burst beyond kKeep grows it; emptied, it gives the excess back.
+  for (int i = 0; i < 5000; ++i) q.emplace_back(i);
+  EXPECT_GE(q.capacity(), 5000u);
+  while (!q.empty()) q.pop_front();
+  EXPECT_LE(q.capacity(), Fifo<int>::kKeep);
 }
 
 }  // namespace
