@@ -448,14 +448,17 @@ void CommImpl::worker_loop() {
 }
 
 CommImpl* CommRunner::enter() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (impl_) ++inside_;
-  return impl_;
+  inside_.fetch_add(1);
+  CommImpl* impl = impl_.load();
+  if (impl == nullptr) leave();
+  return impl;
 }
 
 void CommRunner::leave() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (--inside_ == 0) cv_.notify_all();
+  if (inside_.fetch_sub(1) == 1 && detaching_.load()) {
+    std::lock_guard<std::mutex> lock(mutex_);  // detach() tests the count under it: the wake-up cannot fall between
+    cv_.notify_all();
+  }
 }
 
 bool CommRunner::wait(const WorkState& work, uint64_t seq, SteadyClock::time_point deadline) {
@@ -474,9 +477,10 @@ void CommRunner::nudge() {
 }
 
 void CommRunner::detach() {
+  detaching_.store(true);
+  impl_.store(nullptr);
   std::unique_lock<std::mutex> lock(mutex_);
-  impl_ = nullptr;
-  cv_.wait(lock, [&] { return inside_ == 0; });
+  cv_.wait(lock, [&] { return inside_.load() == 0; });
 }
 
 }  // namespace zw::internal

@@ -104,14 +104,17 @@ class CommRunner final : public WorkRunner {
   void detach();
 
  private:
-  // The communicator, with a reference held (inside_); null once detached.
+  // The communicator, with a reference held (inside_); null once detached. No lock (every wait passes here): enter
+  // counts itself in before it reads impl_, detach clears impl_ before it reads the count (both sequentially
+  // consistent), so either enter sees null or detach sees it inside and waits for its leave.
   CommImpl* enter();
   void leave();
 
-  std::mutex mutex_;
+  std::mutex mutex_;  // detach's sleep
   std::condition_variable cv_;
-  CommImpl* impl_;  // null once detached
-  int inside_ = 0;  // threads inside impl_ through this runner
+  std::atomic<CommImpl*> impl_;         // null once detached
+  std::atomic<int> inside_{0};          // threads inside impl_ through this runner
+  std::atomic<bool> detaching_{false};  // leave() wakes detach() when the count reaches 0
 };
 
 class CommImpl {

@@ -81,6 +81,8 @@ bool WorkState::wait_for_finish(std::chrono::steady_clock::time_point deadline) 
 }
 
 Status WorkState::status() const {
+  // status_ is written once, before done_ is released, and never after: once done, it is read without the lock.
+  if (done_.load(std::memory_order_acquire)) return status_;
   std::lock_guard<std::mutex> lock(mutex_);
   return status_;
 }

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +22,7 @@ namespace {
 struct Registry {
   std::mutex mu;
   std::map<uintptr_t, ShmArenaInfo> by_base;  // live arenas, keyed by their first byte
+  std::atomic<uint64_t> version{0};           // bumped under mu by every change of by_base
   uint64_t next_id = 1;
 };
 
@@ -68,13 +70,26 @@ void* map_shm_arena(int fd, size_t length, bool populate) {
 std::optional<ShmArenaInfo> find_shm_arena(const void* ptr, size_t bytes) {
   auto p = reinterpret_cast<uintptr_t>(ptr);
   Registry& r = registry();
+  // Every operation asks about its buffers (a registration's validity), mostly the same ones: a thread's last answer
+  // stands while no arena came or went since (no lock).
+  struct Last {
+    uint64_t version = ~uint64_t{0};
+    uintptr_t p = 0;
+    size_t bytes = 0;
+    std::optional<ShmArenaInfo> found;
+  };
+  thread_local Last last;
+  if (last.p == p && last.bytes == bytes && last.version == r.version.load(std::memory_order_acquire))
+    return last.found;
   std::lock_guard<std::mutex> lock(r.mu);
+  std::optional<ShmArenaInfo> found;
   auto it = r.by_base.upper_bound(p);
-  if (it == r.by_base.begin()) return std::nullopt;
-  --it;
-  const ShmArenaInfo& a = it->second;
-  if (p < a.base || p - a.base > a.length || bytes > a.length - (p - a.base)) return std::nullopt;
-  return a;
+  if (it != r.by_base.begin()) {
+    const ShmArenaInfo& a = std::prev(it)->second;
+    if (p >= a.base && p - a.base <= a.length && bytes <= a.length - (p - a.base)) found = a;
+  }
+  last = Last{r.version.load(std::memory_order_relaxed), p, bytes, found};
+  return found;
 }
 
 }  // namespace zw::transport
@@ -114,6 +129,7 @@ Result<void*> mem_alloc(size_t bytes) {
     std::lock_guard<std::mutex> lock(r.mu);
     auto base = reinterpret_cast<uintptr_t>(p);
     r.by_base[base] = transport::ShmArenaInfo{id, base, length, fd};
+    r.version.fetch_add(1, std::memory_order_release);
   }
   ZW_TRACE(kShm, "mem_alloc: arena %llu of %zu bytes at %p (memfd %d)", static_cast<unsigned long long>(id), length, p,
            fd);
@@ -145,6 +161,7 @@ Status mem_free(void* ptr) {
     }
     a = it->second;
     r.by_base.erase(it);  // before unmapping: a concurrent registration must not find a dying arena
+    r.version.fetch_add(1, std::memory_order_release);
   }
   ::munmap(reinterpret_cast<void*>(a.base), a.length);  // NOLINT(performance-no-int-to-ptr)
   ::close(a.memfd);
