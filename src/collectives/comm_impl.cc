@@ -237,7 +237,7 @@ Work CommImpl::enqueue(const OpDesc& desc, std::chrono::milliseconds timeout, Ta
     const uint64_t seq = q_.next_seq++;
     work = claimable ? std::make_shared<WorkState>(runner_, seq) : std::make_shared<WorkState>();
     q_.last_enqueue = SteadyClock::now();
-    q_.queue.emplace_back(desc, seq, timeout_s, std::move(task), work, claimable, q_.last_enqueue);
+    q_.queue.emplace_back(Pending{desc, seq, timeout_s, std::move(task), work, claimable, q_.last_enqueue});
     queued_.fetch_add(1, std::memory_order_release);
     if (monitor_) monitor_->on_enqueue(seq);
     // A waiter will probably claim it when the last operation was claimed; otherwise the worker is needed. A spurious
