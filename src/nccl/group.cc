@@ -218,10 +218,12 @@ ncclResult_t ncclGroupEnd(void) {
     result = run_all(inits);
   }
   ncclResult_t issued = ncclSuccess;
-  if (g.ops.size() == 1) {  // one communicator (every call outside a group, nccl-tests' -g 1): issued here
-    issued = issue(g.ops[0].first, g.ops[0].second);
+  if (g.ops.size() == 1) {  // one communicator (nccl-tests' -g 1 wraps every call so): issued here, and the lists
+    issued = issue(g.ops[0].first, g.ops[0].second);  // are kept for the thread's next group
     g.ops[0].second.clear();
     t_group.spare = std::move(g.ops[0].second);
+    g.ops.clear();
+    if (t_group.ops.empty()) t_group.ops = std::move(g.ops);
   } else if (!g.ops.empty()) {  // several: each in a thread of its own, on its communicator's GPU
     std::vector<std::function<ncclResult_t()>> issues;
     for (auto& [comm, ops] : g.ops)
