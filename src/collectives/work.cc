@@ -20,7 +20,7 @@ void WorkState::mark_started() { mark_started(steady_ns()); }
 void WorkState::mark_started(int64_t now_ns) { started_ns_.store(now_ns, std::memory_order_relaxed); }
 
 OpTiming WorkState::timing() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  if (!done_.load(std::memory_order_acquire)) return OpTiming{};  // finished_ns_ is written before done_ is released
   const int64_t start = started_ns_.load(std::memory_order_relaxed);
   if (finished_ns_ == 0 || start == 0) return OpTiming{};
   return OpTiming{start, finished_ns_};
@@ -29,13 +29,17 @@ OpTiming WorkState::timing() const {
 void WorkState::finish(Status status) { finish(std::move(status), steady_ns()); }
 
 void WorkState::finish(Status status, int64_t end) {
-  {
+  // No lock unless someone sleeps on cv_ (wait_for_finish: worker-only operations, or a wait after the communicator
+  // went; a queued operation's waiters sleep in the communicator): that sleeper counted itself in sleepers_ before it
+  // last looked at done_, and this looks at sleepers_ after storing done_ (both sequentially consistent), so either it
+  // sees done_ or this sees it and wakes it under the mutex it waits with.
+  finished_ns_ = end;
+  status_ = std::move(status);
+  done_.store(true, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
     std::lock_guard<std::mutex> lock(mutex_);
-    finished_ns_ = end;
-    status_ = std::move(status);
-    done_.store(true, std::memory_order_release);
+    cv_.notify_all();
   }
-  cv_.notify_all();
 }
 
 bool WorkState::poll_once() const {
@@ -77,14 +81,17 @@ bool WorkState::wait_for_finish(std::chrono::steady_clock::time_point deadline) 
     }
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  return cv_.wait_until(lock, deadline, [&] { return done(); });
+  sleepers_.fetch_add(1, std::memory_order_seq_cst);
+  const bool finished =
+      cv_.wait_until(lock, deadline, [&] { return done_.load(std::memory_order_seq_cst); });  // see finish()
+  sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+  return finished;
 }
 
 Status WorkState::status() const {
-  // status_ is written once, before done_ is released, and never after: once done, it is read without the lock.
-  if (done_.load(std::memory_order_acquire)) return status_;
-  std::lock_guard<std::mutex> lock(mutex_);
-  return status_;
+  // status_ is written once, before done_ is released, and never after: read once done, without a lock. Before that
+  // it is OK, as it always was (the waits call this only after the operation finished).
+  return done_.load(std::memory_order_acquire) ? status_ : Status();
 }
 
 }  // namespace internal

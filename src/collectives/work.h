@@ -59,7 +59,7 @@ class WorkState {
   bool wait_until(std::chrono::steady_clock::time_point deadline) const;
   // Sleeps until finish() or `deadline`, never running anything (the runner's fallback); false on timeout.
   bool wait_for_finish(std::chrono::steady_clock::time_point deadline) const;
-  Status status() const;
+  Status status() const;  // the operation's outcome once done (OK before)
   // Records that the operation starts running now (steady clock); called by whoever runs it, before running it.
   void mark_started();
   // The same with the time already read (steady-clock ns), so that the caller's monitoring needs no clock read.
@@ -79,9 +79,10 @@ class WorkState {
   mutable std::mutex mutex_;
   mutable std::condition_variable cv_;
   mutable std::atomic<bool> done_{false};
-  mutable Status status_;               // written before done_ is released
+  mutable Status status_;               // written once, before done_ is released (under mutex_ by a poll)
   std::atomic<int64_t> started_ns_{0};  // steady clock when the runner started it (0: not recorded)
-  int64_t finished_ns_ = 0;             // steady clock at finish() (0: polled or running); written under mutex_
+  int64_t finished_ns_ = 0;             // steady clock at finish() (0: polled or running); before done_ is released
+  mutable std::atomic<int> sleepers_{0};  // threads in wait_for_finish's cv_ wait (finish() locks only for them)
 };
 
 }  // namespace zw::internal

@@ -272,5 +272,27 @@ TEST(ClaimTest, PollersRacingTheDestructionNeverUseItAfterwards) {
   }
 }
 
+// Worker-only operations, whose waiters sleep on the handle itself (not in the communicator), finishing while their
+// waiters go to sleep: no wake-up is lost (a lost one leaves its wait at the 20 s deadline). finish() takes the
+// handle's lock only when a sleeper counted itself in (work.cc).
+TEST(ClaimTest, WorkerOnlyWaitsNeverMissTheEnd) {
+  auto comm = solo();
+  ASSERT_TRUE(comm);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<Work> works;
+    for (int i = 0; i < 4; ++i)
+      works.push_back(enqueue_local(
+          *comm, [] {}, RunBy::kWorker));
+    std::atomic<int> late{0};
+    std::vector<std::thread> waiters;
+    for (const Work& w : works)
+      waiters.emplace_back([&late, w] {
+        if (!w.wait(std::chrono::seconds(20)).ok()) ++late;
+      });
+    for (auto& t : waiters) t.join();
+    ASSERT_EQ(late.load(), 0) << "round " << round;
+  }
+}
+
 }  // namespace
 }  // namespace zw::test
