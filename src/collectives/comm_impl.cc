@@ -455,7 +455,7 @@ CommImpl* CommRunner::enter() {
 }
 
 void CommRunner::leave() {
-  if (inside_.fetch_sub(1) == 1 && detaching_.load()) {
+  if (inside_.fetch_sub(1) == 1 && impl_.load() == nullptr) {
     std::lock_guard<std::mutex> lock(mutex_);  // detach() tests the count under it: the wake-up cannot fall between
     cv_.notify_all();
   }
@@ -477,7 +477,6 @@ void CommRunner::nudge() {
 }
 
 void CommRunner::detach() {
-  detaching_.store(true);
   impl_.store(nullptr);
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [&] { return inside_.load() == 0; });

@@ -112,9 +112,8 @@ class CommRunner final : public WorkRunner {
 
   std::mutex mutex_;  // detach's sleep
   std::condition_variable cv_;
-  std::atomic<CommImpl*> impl_;         // null once detached
-  std::atomic<int> inside_{0};          // threads inside impl_ through this runner
-  std::atomic<bool> detaching_{false};  // leave() wakes detach() when the count reaches 0
+  std::atomic<CommImpl*> impl_;  // null once detached (then leave() wakes detach() when the count reaches 0)
+  std::atomic<int> inside_{0};   // threads inside impl_ through this runner
 };
 
 class CommImpl {

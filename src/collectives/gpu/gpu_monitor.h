@@ -104,7 +104,7 @@ class GpuOpRecorder {
   // Issuing thread (no-ops when off; kNoSlot when no record slot is free).
   // `timeable`: false for an operation that leaves the device nothing to run (never timed, nor counted for sampling).
   size_t begin(const OpDesc& desc, monitor::DeviceAlgo algo, uint64_t seq, int world_size, int64_t enqueue_ns,
-               bool timeable = true) {
+               bool timeable) {
     if (!ops_) return monitor::DeviceOps::kNoSlot;
     const size_t slot = ops_->begin(desc, algo, seq, world_size, enqueue_ns);
     if (slot != monitor::DeviceOps::kNoSlot)
