@@ -221,23 +221,20 @@ Status CommImpl::create_inbox() {
   return Status();
 }
 
-Algo CommImpl::choose_algo(size_t bytes) const {
-  if (settings_.algo == "ring") return Algo::kRing;
-  if (settings_.algo == "tree") return Algo::kTree;
-  return bytes < settings_.tree_threshold ? Algo::kTree : Algo::kRing;
-}
+Algo CommImpl::choose_algo(size_t bytes) const { return bytes < tree_below_ ? Algo::kTree : Algo::kRing; }
 
 Work CommImpl::enqueue(const OpDesc& desc, std::chrono::milliseconds timeout, Task task, RunBy run_by) {
   const bool claimable = run_by == RunBy::kWorkerOrWaiter;
   double timeout_s = timeout.count() > 0 ? timeout.count() / 1000.0 : settings_.timeout_s;
   std::shared_ptr<WorkState> work;
   bool wake = false;
+  const auto now = SteadyClock::now();  // read before the lock (threads issuing at once may pass it out of order)
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const uint64_t seq = q_.next_seq++;
     work = claimable ? std::make_shared<WorkState>(runner_, seq) : std::make_shared<WorkState>();
-    q_.last_enqueue = SteadyClock::now();
-    q_.queue.emplace_back(Pending{desc, seq, timeout_s, std::move(task), work, claimable, q_.last_enqueue});
+    q_.last_enqueue = std::max(q_.last_enqueue, now);
+    q_.queue.emplace_back(Pending{desc, seq, timeout_s, std::move(task), work, claimable, now});
     queued_.fetch_add(1, std::memory_order_release);
     if (monitor_) monitor_->on_enqueue(seq);
     // A waiter will probably claim it when the last operation was claimed; otherwise the worker is needed. A spurious
@@ -302,20 +299,22 @@ void CommImpl::nudge() {
 
 bool CommImpl::wait_for(const WorkState& work, uint64_t seq, SteadyClock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mutex_);
-  bool nudged = false;
+  bool nudged = false, ran = false;
   while (!work.done()) {
+    ran = false;
     bool can_claim = false;
     if (seq > q_.taken_seq) {
       // `work` is still queued (so the queue is not empty). This thread may run the head, in issue order even when it
       // is an earlier operation, provided this wait outlasts the head's own deadline (a shorter wait must be able to
       // return while the operation goes on). It does so now when nobody runs an operation, else when the token frees.
       // A worker-only head goes to the worker, after which this thread claims (it sleeps as a claimer meanwhile).
+      // Work::wait() waits without a deadline: no clock reading for it.
       const Pending& head = q_.queue.front();
-      double wait_s = std::chrono::duration<double>(deadline - SteadyClock::now()).count();
-      can_claim = wait_s >= head.timeout_s;
+      can_claim = deadline == SteadyClock::time_point::max() ||
+                  std::chrono::duration<double>(deadline - SteadyClock::now()).count() >= head.timeout_s;
       if (!q_.running && ((head.claimable && can_claim) || abort_pending())) {
-        run_next(lock, /*by_waiter=*/true);
-        q_.last_claim = SteadyClock::now();
+        run_next(lock, /*by_waiter=*/true);  // q_.last_claim: the operation's end
+        ran = true;
         continue;
       }
       if (!q_.running && !nudged && !q_.worker_nudged) worker_cv_.notify_one();  // the worker must run the head
@@ -326,8 +325,9 @@ bool CommImpl::wait_for(const WorkState& work, uint64_t seq, SteadyClock::time_p
     q_.claimers -= can_claim;
     if (timed_out) return work.done();
   }
-  // This thread probably waits again soon: the worker leaves the queue to it for kClaimGrace.
-  q_.last_claim = SteadyClock::now();
+  // This thread probably waits again soon: the worker leaves the queue to it for kClaimGrace (from the end of the
+  // operation it has just run, else from now).
+  if (!ran) q_.last_claim = SteadyClock::now();
   return true;
 }
 
@@ -349,26 +349,29 @@ void CommImpl::run_next(std::unique_lock<std::mutex>& lock, bool by_waiter) {
     Status failed = failed_;
     executing_.store(true, std::memory_order_relaxed);
     lock.unlock();
-    const int64_t start = SteadyClock::now().time_since_epoch().count();  // one read for the handle and the records
-    op.work->mark_started(start);
-    if (monitor_) monitor_->on_start(op.desc, op.seq, op.enqueued.time_since_epoch().count(), start);
-    Status s = execute(op, failed, by_waiter);
-    const int64_t end = SteadyClock::now().time_since_epoch().count();
-    if (monitor_) monitor_->on_finish(s, end);
+    // Two clock readings per operation, shared by the handle, the records, the deadline and the claim grace.
+    const auto start = SteadyClock::now();
+    op.work->mark_started(start.time_since_epoch().count());
+    if (monitor_)
+      monitor_->on_start(op.desc, op.seq, op.enqueued.time_since_epoch().count(), start.time_since_epoch().count());
+    Status s = execute(op, failed, by_waiter, start);
+    const auto end = SteadyClock::now();
+    if (monitor_) monitor_->on_finish(s, end.time_since_epoch().count());
     executing_.store(false, std::memory_order_release);  // before its waiters can return (and destroy us)
-    op.work->finish(std::move(s), end);
+    op.work->finish(std::move(s), end.time_since_epoch().count());
     op = Pending{};  // the task's captures are released outside the lock
     lock.lock();
+    if (by_waiter) q_.last_claim = end;
   }
   q_.running = false;
   waiters_cv_.notify_all();  // the next queued operation may now be claimed, and waiters of this one return
   if (stopping_) worker_cv_.notify_one();
 }
 
-Status CommImpl::execute(Pending& op, const Status& failed, bool by_waiter) {
+Status CommImpl::execute(Pending& op, const Status& failed, bool by_waiter, SteadyClock::time_point start) {
   if (!failed.ok()) return failed.with_context(op.desc.describe() + " not run: the communicator failed earlier");
   if (by_waiter) log::set_thread_rank(rank_);  // this thread now works for this rank
-  Status s = run(op);
+  Status s = run(op, start);
   if (s.ok()) return s;
   s = s.with_context(op.desc.describe() + " #" + std::to_string(op.seq) + " on " + describe(rank_));
   ZW_WARN(kColl, "%s", s.to_string().c_str());
@@ -381,7 +384,7 @@ Status CommImpl::execute(Pending& op, const Status& failed, bool by_waiter) {
   return s;
 }
 
-Status CommImpl::run(Pending& op) {
+Status CommImpl::run(Pending& op, SteadyClock::time_point start) {
   OpContext ctx{rank_, size_, *rendezvous_, *registry_, *arena_, settings_.chunk_bytes, settings_.slots};
   // Collectives are numbered on the wire among themselves: a send_recv batch involves only some ranks, so it takes
   // no number there (its transfers are numbered per pair of ranks, p2p.cc).
@@ -390,7 +393,7 @@ Status CommImpl::run(Pending& op) {
   // like any error, which aborts the communicator; escaping, it would end the worker thread's process or leave the
   // queue marked running with no one to finish it.
   try {
-    ZW_TRY(rendezvous_->begin_op(wire_seq, op.desc, Deadline::after_seconds(op.timeout_s), op.timeout_s));
+    ZW_TRY(rendezvous_->begin_op(wire_seq, op.desc, Deadline::after_seconds(op.timeout_s, start), op.timeout_s));
     ZW_TRY(op.task(ctx));
     return rendezvous_->end_op();
   } catch (const std::bad_alloc&) {

@@ -228,6 +228,7 @@ class CommImpl {
   CommImpl(int rank, int size, const CommSettings& settings)
       : rank_(rank), size_(size), settings_(settings) {
     settings_.tree_threshold = resolve_tree_threshold(settings, size);
+    tree_below_ = settings_.algo == "ring" ? 0 : settings_.algo == "tree" ? SIZE_MAX : settings_.tree_threshold;
   }
   Status connect(Store& store);
   // Allocates and registers the eager inbox; its key goes into this rank's published record.
@@ -242,8 +243,9 @@ class CommImpl {
   // operation, finishes it and gives the token back. `lock` is released while the operation runs.
   void run_next(std::unique_lock<std::mutex>& lock, bool by_waiter);
   // Runs `op` (or fails it with `failed`, the communicator's earlier failure) without the lock; returns its status.
-  Status execute(Pending& op, const Status& failed, bool by_waiter);
-  Status run(Pending& op);
+  // `start`: when the operation started (run_next's clock reading, which its deadline counts from).
+  Status execute(Pending& op, const Status& failed, bool by_waiter, std::chrono::steady_clock::time_point start);
+  Status run(Pending& op, std::chrono::steady_clock::time_point start);
   bool abort_pending() const { return !abort_request_.ok() && failed_.ok(); }
   // Creates monitor_ (comm_monitor_hooks.cc); `generation` numbers the communicators of one name.
   void start_monitor(uint32_t generation);
@@ -251,6 +253,7 @@ class CommImpl {
   int rank_;
   int size_;
   CommSettings settings_;
+  size_t tree_below_ = 0;  // choose_algo: operations of fewer bytes go tree (settings_.algo and tree_threshold)
   std::unique_ptr<transport::Transport> transport_;
   std::vector<std::unique_ptr<transport::Endpoint>> endpoints_;  // [peer]; null for this rank
   std::vector<PeerInfo> peers_;

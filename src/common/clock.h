@@ -18,11 +18,12 @@ inline uint64_t now_ns() {
 class Deadline {
  public:
   static Deadline never() { return Deadline(Clock::time_point::max()); }
-  static Deadline after(std::chrono::nanoseconds d) {
-    return d.count() <= 0 ? Deadline(Clock::now()) : Deadline(Clock::now() + d);
+  // `d` from `now`: a caller that has just read the clock passes its reading instead of reading it again.
+  static Deadline after(std::chrono::nanoseconds d, Clock::time_point now = Clock::now()) {
+    return d.count() <= 0 ? Deadline(now) : Deadline(now + d);
   }
-  static Deadline after_seconds(double s) {
-    return after(std::chrono::nanoseconds(static_cast<int64_t>(s * 1e9)));
+  static Deadline after_seconds(double s, Clock::time_point now = Clock::now()) {
+    return after(std::chrono::nanoseconds(static_cast<int64_t>(s * 1e9)), now);
   }
   bool is_never() const { return at_ == Clock::time_point::max(); }
   bool expired() const { return !is_never() && Clock::now() >= at_; }
