@@ -18,6 +18,7 @@ Placements: default (the compiler's), f32 / f64 (-falign-functions=32 / 64), l64
 Non-goals: asserting anything (a benchmark), choosing a placement for the release build.
 """
 import argparse
+import concurrent.futures
 import os
 import random
 import re
@@ -69,7 +70,7 @@ def main():
     args = ap.parse_args()
     start = time.monotonic()
     os.makedirs(args.work, exist_ok=True)
-    builds = []  # (source name, placement name, build dir)
+    builds, jobs = [], []  # (source name, placement name, build dir); what build() gets for each
     for spec in args.src:
         name, _, src = spec.partition("=")
         if not src or not os.path.isfile(os.path.join(src, "CMakeLists.txt")):
@@ -81,10 +82,14 @@ def main():
                     sys.exit(f"placement {p}: not one of {', '.join(PLACEMENTS)} nor NAME=FLAGS")
                 flags = PLACEMENTS[pname]
             out = os.path.join(args.work, f"b-{name}-{pname}")
-            t = time.monotonic()
-            build(os.path.abspath(src), flags, out, args.jobs)
-            print(f"built {name} at {pname} ({flags or 'compiler default'}) in {time.monotonic() - t:.0f} s", flush=True)
+            jobs.append((os.path.abspath(src), flags, out))
             builds.append((name, pname, out))
+    # The builds side by side, the cores shared between them: a build alone leaves most cores idle in its links.
+    t = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
+        list(pool.map(lambda j: build(*j, max(1, args.jobs // len(jobs))), jobs))
+    print(f"built {len(jobs)} trees ({', '.join(f'{b[0]} at {b[1]}' for b in builds)}) in "
+          f"{time.monotonic() - t:.0f} s", flush=True)
     arms = [(b, c) for b in builds for c in (False, True)]
     results = {arm: [] for arm in arms}
     with open(os.path.join(args.work, "ab.log"), "w") as log:
