@@ -27,6 +27,7 @@ struct Flags {
   double factor = 0;  // 0: not given (nccl-tests uses -i 1M by default; we default to -f 2)
   int iters = 20, warmup = 5, check = 1, root = 0;
   int local_register = 0;  // -R: 1 allocates the buffers with zw::mem_alloc (nccl-tests: ncclMemAlloc)
+  int blocking = 0;        // -z: 1 waits for each timed operation before issuing the next (nccl-tests' -z)
   std::string dtype = "float", op = "sum";
 };
 
@@ -138,8 +139,11 @@ Result<int64_t> validate(Communicator& comm, CollKind kind, const CollectiveOpti
   return wrong;
 }
 
-// Mean time per operation on this rank, in microseconds.
-Result<double> time_op(Communicator& comm, CollKind kind, const CollectiveOptions& o, int warmup, int iters) {
+// Mean time per operation on this rank, in microseconds: `iters` operations issued, then waited for (as nccl-tests
+// launches them, then synchronizes the stream), or with `blocking` each waited for before the next is issued (a
+// blocking call such as MPI_Allgather; nccl-tests' -z 1).
+Result<double> time_op(Communicator& comm, CollKind kind, const CollectiveOptions& o, int warmup, int iters,
+                       bool blocking) {
   for (int i = 0; i < warmup; ++i) {
     ZW_ASSIGN_OR_RETURN(Work w, issue(comm, kind, o));
     ZW_TRY(w.wait());
@@ -148,10 +152,13 @@ Result<double> time_op(Communicator& comm, CollKind kind, const CollectiveOption
   ZW_TRY(b.wait());
   auto t0 = std::chrono::steady_clock::now();
   std::vector<Work> works;
-  works.reserve(iters);
+  works.reserve(blocking ? 0 : iters);
   for (int i = 0; i < iters; ++i) {
     ZW_ASSIGN_OR_RETURN(Work w, issue(comm, kind, o));
-    works.push_back(w);
+    if (blocking)
+      ZW_TRY(w.wait());
+    else
+      works.push_back(w);
   }
   for (const Work& w : works) ZW_TRY(w.wait());
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
@@ -178,7 +185,7 @@ Result<Measured> measure(Communicator& comm, CollKind kind, const Shape& s, cons
     ZW_ASSIGN_OR_RETURN(double total_wrong, sum_over_ranks(comm, static_cast<double>(wrong)));
     m.wrong = static_cast<int64_t>(total_wrong);
   }
-  ZW_ASSIGN_OR_RETURN(double us, time_op(comm, kind, o, f.warmup, f.iters));
+  ZW_ASSIGN_OR_RETURN(double us, time_op(comm, kind, o, f.warmup, f.iters, f.blocking != 0));
   ZW_ASSIGN_OR_RETURN(double total_us, sum_over_ranks(comm, us));
   m.us = total_us / n;
   m.algbw = m.us > 0 ? s.size / (m.us * 1e3) : 0;  // bytes per ns = GB/s
@@ -205,10 +212,11 @@ const char* kind_name(CollKind kind) {
 }
 
 void print_header(const Flags& f, Communicator& comm, CollKind kind) {
-  std::printf("# zerowire %s_perf: nranks %d transport %s minBytes %s maxBytes %s step: %g(factor) warmup iters: %d "
-              "iters: %d validation: %d local_register: %d\n#\n",
-              kind_name(kind), comm.size(), comm.transport_name(), f.min_bytes.c_str(), f.max_bytes.c_str(),
-              f.factor > 1 ? f.factor : 2.0, f.warmup, f.iters, f.check, f.local_register);
+  std::printf(
+      "# zerowire %s_perf: nranks %d transport %s minBytes %s maxBytes %s step: %g(factor) warmup iters: %d "
+      "iters: %d validation: %d local_register: %d blocking: %d\n#\n",
+      kind_name(kind), comm.size(), comm.transport_name(), f.min_bytes.c_str(), f.max_bytes.c_str(),
+      f.factor > 1 ? f.factor : 2.0, f.warmup, f.iters, f.check, f.local_register, f.blocking);
   for (int r = 0; r < comm.size(); ++r) std::printf("#  Rank %2d %s\n", r, comm.describe_rank(r).c_str());
   std::printf("#\n%-60s%s\n", "#", "out-of-place                       in-place");
   std::printf("#%12s %13s %9s %7s %6s %8s %7s %7s %6s %8s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
@@ -289,6 +297,8 @@ int run_collective_perf(int argc, char** argv, CollKind kind) {
   app.add_option("-r,--root", f.root, "root rank (unused by these collectives; accepted for nccl-tests parity)");
   app.add_option("-R,--local_register", f.local_register,
                  "1: allocate the buffers with zw::mem_alloc, which shm peers map and memcpy into (0/1)")
+      ->check(CLI::Range(0, 1));
+  app.add_option("-z,--blocking", f.blocking, "1: wait for each operation before issuing the next (0/1)")
       ->check(CLI::Range(0, 1));
   CLI11_PARSE(app, argc, argv);
   int64_t probe = 0;
