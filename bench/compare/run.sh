@@ -25,6 +25,7 @@ PAIRS="shm-ompi shmreg-ompi tcp-ompi tcp-gloo"
 SIZES="4K:256M:4"
 ITERS=20
 WARMUP=5
+BLOCKING=0
 P2P=1
 P2P_SIZES="65536 1048576 8388608"
 LAT_ITERS=10000
@@ -54,6 +55,8 @@ Measures zerowire against Open MPI, Gloo and UCX on this machine, interleaved, a
                       default all four
   --sizes MIN:MAX:F   collective sizes, nccl-tests -b/-e/-f (default $SIZES)
   --iters N, --warmup N   timed and warm-up iterations per size (default $ITERS, $WARMUP)
+  --blocking          zerowire waits for each timed operation before issuing the next (-z 1), as the anchors'
+                      blocking calls do (default: issues the size's operations, then waits, as nccl-tests does)
   --p2p-sizes "LIST"  bandwidth sizes in bytes for zw_write_bw vs ucx_perftest tag_bw (default "$P2P_SIZES");
                       latency is always 8 bytes (zw_write_lat vs tag_lat, $LAT_ITERS iterations)
   --no-p2p            skip the point-to-point comparison
@@ -86,6 +89,7 @@ while [ $# -gt 0 ]; do
     --sizes) need_value "$@"; SIZES="$2"; shift ;;
     --iters) need_value "$@"; ITERS="$2"; shift ;;
     --warmup) need_value "$@"; WARMUP="$2"; shift ;;
+    --blocking) BLOCKING=1 ;;
     --p2p-sizes) need_value "$@"; P2P_SIZES="$2"; shift ;;
     --no-p2p) P2P=0 ;;
     --no-limits) LIMITS=0 ;;
@@ -218,7 +222,8 @@ MCA_TCP=(--mca pml ob1 --mca btl "tcp,self" --mca btl_tcp_if_include lo)
   printf 'zerowire\t%s\n' "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' + uncommitted changes')"
   for p in openmpi-bin libgloo-dev ucx-utils; do printf 'pkg %s\t%s\n' "$p" "$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || echo none)"; done
   printf 'reps\t%s\n' "$REPS"
-  printf 'sizes\t-b %s -e %s -f %s, -n %s -w %s\n' "$SIZE_MIN" "$SIZE_MAX" "$SIZE_FACTOR" "$ITERS" "$WARMUP"
+  printf 'sizes\t-b %s -e %s -f %s, -n %s -w %s%s\n' "$SIZE_MIN" "$SIZE_MAX" "$SIZE_FACTOR" "$ITERS" "$WARMUP" \
+    "$([ "$BLOCKING" = 1 ] && echo ', zerowire -z 1')"
   printf 'quick\t%s\n' "$QUICK"
   printf 'lat_iters\t%s\n' "$LAT_ITERS"
   printf 'timeout\t%s\n' "$JOB_TIMEOUT"
@@ -241,7 +246,7 @@ run_zw_coll() {  # coll n transport rep [impl extra-flags...] (impl defaults to 
   shift 4
   if [ $# -gt 0 ]; then impl="$1"; shift; fi
   run_job coll "$coll" "$n" "$impl" "$rep" -- "$ZWRUN" -n "$n" --transport "$transport" -- \
-    "$ZW/zw_${coll}_perf" "${COLL_FLAGS[@]}" "$@"
+    "$ZW/zw_${coll}_perf" "${COLL_FLAGS[@]}" -z "$BLOCKING" "$@"
 }
 run_ompi_coll() {  # coll n impl rep MCA...
   local coll="$1" n="$2" impl="$3" rep="$4"; shift 4
