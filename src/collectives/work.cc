@@ -3,6 +3,7 @@
 
 #include <thread>
 
+#include "common/clock.h"
 #include "zerowire/communicator.h"
 
 namespace zw {
@@ -104,7 +105,7 @@ Status Work::wait() const {
 
 Status Work::wait(std::chrono::milliseconds timeout) const {
   if (!state_) return Status();
-  if (!state_->wait_until(std::chrono::steady_clock::now() + timeout))
+  if (!state_->wait_until(Deadline::after(timeout).time_point()))  // milliseconds::max(): no limit
     return Status(Code::kTimeout, "operation still running after " + std::to_string(timeout.count()) + " ms");
   return state_->status();
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 
 namespace zw {
@@ -18,12 +19,19 @@ inline uint64_t now_ns() {
 class Deadline {
  public:
   static Deadline never() { return Deadline(Clock::time_point::max()); }
-  // `d` from `now`: a caller that has just read the clock passes its reading instead of reading it again.
-  static Deadline after(std::chrono::nanoseconds d, Clock::time_point now = Clock::now()) {
-    return d.count() <= 0 ? Deadline(now) : Deadline(now + d);
+  // `d` from `now`: a caller that has just read the clock passes its reading instead of reading it again. A
+  // duration longer than the clock can count from `now` (~292 years in nanoseconds; milliseconds::max() as "no
+  // limit") is never(): compared in its own units, since converting it would overflow.
+  template <class Rep, class Period>
+  static Deadline after(std::chrono::duration<Rep, Period> d, Clock::time_point now = Clock::now()) {
+    using Given = std::chrono::duration<Rep, Period>;
+    if (d <= Given::zero()) return Deadline(now);
+    if (d >= std::chrono::duration_cast<Given>(Clock::time_point::max() - now)) return never();
+    return Deadline(now + std::chrono::duration_cast<Clock::duration>(d));
   }
+  // NaN counts as no time left (the settings refuse it before it gets here).
   static Deadline after_seconds(double s, Clock::time_point now = Clock::now()) {
-    return after(std::chrono::nanoseconds(static_cast<int64_t>(s * 1e9)), now);
+    return std::isnan(s) ? Deadline(now) : after(std::chrono::duration<double>(s), now);
   }
   bool is_never() const { return at_ == Clock::time_point::max(); }
   bool expired() const { return !is_never() && Clock::now() >= at_; }

@@ -267,6 +267,24 @@ TEST_P(ErrorsTest, DestroyingWithAPendingOperationAbortsIt) {
   peer.join();
 }
 
+// A per-operation timeout too long to count in nanoseconds (milliseconds::max(), "no limit"; a torch timedelta of
+// centuries) waits without one; it used to overflow into a deadline already past, so the operation timed out at once
+// and failed the communicator.
+TEST_P(ErrorsTest, AnEndlessPerOperationTimeoutIsNoDeadline) {
+  run_ranks(2, quick(GetParam()), [&](int r, Communicator& comm) {
+    std::vector<float> in(256, float(r + 1)), out(256, 0.f);
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 waits for it
+    CollectiveOptions o{MemRef::host(in.data(), 1024), MemRef::host(out.data(), 1024), 256, DataType::kFloat32};
+    o.timeout = std::chrono::milliseconds::max();
+    auto w = all_reduce(comm, o);
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    const Status waited = w.value().wait(std::chrono::milliseconds::max());  // the wait's own limit likewise
+    ASSERT_TRUE(waited.ok()) << waited.to_string();
+    EXPECT_EQ(out[0], 3.f);
+    EXPECT_EQ(out[255], 3.f);
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, ErrorsTest, ::testing::Values("shm", "tcp"));
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace zw {
 namespace {
 
@@ -23,6 +25,20 @@ TEST(Deadline, NothingLeftIsTheReadingItself) {
   EXPECT_EQ(Deadline::after(nanoseconds(-7), then).time_point(), then);
   EXPECT_EQ(Deadline::after_seconds(-1.0, then).time_point(), then);
   EXPECT_EQ(Deadline::after_seconds(0, then).remaining(), nanoseconds(0));
+}
+
+TEST(Deadline, LongerThanTheClockCountsIsNever) {
+  const Clock::time_point now = Clock::now();
+  EXPECT_TRUE(Deadline::after(milliseconds::max(), now).is_never());  // "no limit": its nanoseconds overflow int64
+  EXPECT_TRUE(Deadline::after(std::chrono::hours(24 * 365 * 300), now).is_never());
+  EXPECT_TRUE(Deadline::after(nanoseconds::max(), now).is_never());
+  EXPECT_TRUE(Deadline::after_seconds(1e300, now).is_never());
+  EXPECT_TRUE(Deadline::after_seconds(std::numeric_limits<double>::infinity(), now).is_never());
+  EXPECT_FALSE(Deadline::after_seconds(std::numeric_limits<double>::quiet_NaN(), now).is_never());  // no time left
+  // The longest the settings allow (1e9 s, ~31 years) is still a deadline, at the right time.
+  EXPECT_EQ(Deadline::after_seconds(1e9, now).time_point(), now + std::chrono::seconds(1000000000));
+  EXPECT_EQ(Deadline::after(std::chrono::hours(24 * 365 * 100), now).time_point(),
+            now + std::chrono::hours(24 * 365 * 100));
 }
 
 TEST(Deadline, WithoutAReadingCountsFromNow) {
