@@ -118,7 +118,8 @@ struct CollectiveOptions {
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;       // reductions only
   int root = 0;                       // broadcast and reduce
-  std::chrono::milliseconds timeout{0};  // 0 = the communicator's timeout
+  std::chrono::milliseconds timeout{0};  // 0 = the communicator's timeout; milliseconds::max(): none (a stuck
+                                         // peer then waits forever; a dead one is still noticed)
   void* stream = nullptr;             // cudaStream_t for device buffers (null: the legacy default stream)
   double premul = 1.0;                // sum only: every rank's input is multiplied by this before the sum (NCCL's
                                       // ncclRedOpCreatePreMulSum, FSDP2's gradient pre-divide); != 1 needs
