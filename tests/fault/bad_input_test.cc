@@ -372,6 +372,7 @@ std::vector<CreateCase> create_cases() {
       {"timeout_zero", 0, 1, [](CommConfig& c) { c.timeout_s = 0; }, "timeout"},
       {"timeout_inf", 0, 1, [=](CommConfig& c) { c.timeout_s = inf; }, "timeout"},
       {"timeout_nan", 0, 1, [=](CommConfig& c) { c.timeout_s = nan; }, "timeout"},
+      {"timeout_1e30", 0, 1, [](CommConfig& c) { c.timeout_s = 1e30; }, "is 1e+30 s; give a positive"},
       {"cuda_path_unknown", 0, 1, [](CommConfig& c) { c.cuda_path = "nvlink"; }, "ZW_CUDA_PATH"},
       {"staging_chunk_tiny", 0, 1, [](CommConfig& c) { c.cuda_staging_chunk = 100; }, "ZW_CUDA_STAGING_CHUNK"},
       {"transport_unknown", 0, 1, [](CommConfig& c) { c.transport = "carrier-pigeon"; }, "carrier-pigeon"},
