@@ -31,6 +31,12 @@ Deadline to_deadline(Store::Timeout timeout) {
   return Deadline::after(timeout);
 }
 
+Store::Timeout timeout_from_seconds(double s) {
+  if (!(s > 0)) return Store::Timeout(0);
+  if (s >= static_cast<double>(kForeverMs) / 1000) return Store::Timeout(kForeverMs);
+  return Store::Timeout(static_cast<int64_t>(s * 1000));
+}
+
 std::string describe_timeout(int64_t timeout_ms) {
   if (timeout_ms < 1000) return std::to_string(timeout_ms < 0 ? 0 : timeout_ms) + " ms";
   if (timeout_ms % 1000 == 0) return std::to_string(timeout_ms / 1000) + " s";

@@ -25,6 +25,10 @@ Clock::time_point deadline_after(Clock::time_point now, int64_t timeout_ms);
 // The Deadline of an operation that may wait `timeout` (Deadline::never() for huge timeouts).
 Deadline to_deadline(Store::Timeout timeout);
 
+// `s` seconds (ZW_TIMEOUT, which the knob table takes as any finite number >= 0) as a store timeout: kForeverMs at
+// or past it, 0 when not positive. Multiplying first would overflow int64 for 1e30 s.
+Store::Timeout timeout_from_seconds(double s);
+
 // "30 s", "1.5 s" or "250 ms".
 std::string describe_timeout(int64_t timeout_ms);
 

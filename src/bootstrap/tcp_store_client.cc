@@ -24,8 +24,8 @@ using store::Request;
 
 // Extra time a reply may take beyond the request's own timeout before the link counts as dead.
 Store::Timeout io_grace() {
-  double s = knobs().timeout_s;
-  return std::chrono::milliseconds(static_cast<int64_t>(s > 0 ? s * 1000 : 300000));
+  const double s = knobs().timeout_s;
+  return s > 0 ? store::timeout_from_seconds(s) : Store::Timeout(300000);
 }
 
 Store::Timeout saturating_add(Store::Timeout a, Store::Timeout b) {

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "bootstrap/store_util.h"
 #include "common/knobs.h"
 #include "common/log.h"
 #include "common/thread.h"
@@ -22,7 +23,7 @@
 namespace zw::nccl {
 namespace {
 
-Store::Timeout store_timeout() { return Store::Timeout(static_cast<int64_t>(knobs().timeout_s * 1000)); }
+Store::Timeout store_timeout() { return store::timeout_from_seconds(knobs().timeout_s); }
 
 ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config,
                        const char* call) {

@@ -9,13 +9,14 @@
 // Non-goals: splitShare/shrinkShare resource sharing (each child has its own connections).
 #include <algorithm>
 
+#include "bootstrap/store_util.h"
 #include "common/knobs.h"
 #include "nccl/nccl_internal.h"
 
 namespace zw::nccl {
 namespace {
 
-Store::Timeout timeout() { return Store::Timeout(static_cast<int64_t>(knobs().timeout_s * 1000)); }
+Store::Timeout timeout() { return store::timeout_from_seconds(knobs().timeout_s); }
 
 ncclComm* make_child(ncclComm* parent, const CommOptions& options, const std::string& name) {
   auto* child = new ncclComm;

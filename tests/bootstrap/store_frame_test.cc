@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "bootstrap/store_util.h"
 
 namespace zw::store {
@@ -116,6 +118,17 @@ TEST(StoreUtil, DeadlinesSaturate) {
   EXPECT_EQ(deadline_after(now, -5), now);
   EXPECT_TRUE(to_deadline(Store::Timeout::max()).is_never());
   EXPECT_FALSE(to_deadline(Store::Timeout(10)).is_never());
+}
+
+TEST(StoreUtil, TimeoutsFromSecondsSaturate) {
+  EXPECT_EQ(timeout_from_seconds(1.5), Store::Timeout(1500));
+  EXPECT_EQ(timeout_from_seconds(300), Store::Timeout(300000));
+  EXPECT_EQ(timeout_from_seconds(1e30), Store::Timeout(kForeverMs));  // s * 1000 would overflow int64
+  EXPECT_EQ(timeout_from_seconds(1e9), Store::Timeout(kForeverMs));   // ~31 years: past "forever" (~10)
+  EXPECT_EQ(timeout_from_seconds(0), Store::Timeout(0));
+  EXPECT_EQ(timeout_from_seconds(-3), Store::Timeout(0));
+  EXPECT_EQ(timeout_from_seconds(std::nan("")), Store::Timeout(0));
+  EXPECT_TRUE(to_deadline(timeout_from_seconds(1e30)).is_never());
 }
 
 }  // namespace
