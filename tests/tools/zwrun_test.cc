@@ -185,6 +185,13 @@ TEST_F(ZwrunTest, TimeoutStopsEveryRankWithExitCode124) {
       << r.err;
 }
 
+// A limit too long to count in nanoseconds is no limit; it used to overflow into one already past (exit 124 at once).
+TEST_F(ZwrunTest, ATimeoutOfCenturiesLetsTheJobFinish) {
+  CommandResult r = zwrun("-n 2 --timeout 1e12 " + kHelper + " sleep 0.3");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("timeout"), std::string::npos) << r.err;
+}
+
 TEST_F(ZwrunTest, FlushesAPartialLastLineAtExit) {
   CommandResult r = zwrun("-n 2 " + kHelper + " partial no-newline");
   ASSERT_EQ(r.exit_code, 0) << r.err;
