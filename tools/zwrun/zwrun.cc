@@ -160,6 +160,13 @@ int run_job(const Options& options) {
     complain(s.message());
     return kLaunchError;
   }
+  if (options.metrics_port > 0 && options.metrics_port + options.ranks - 1 > 65535) {
+    complain("--metrics-port " + std::to_string(options.metrics_port) + " with " + std::to_string(options.ranks) +
+             " ranks puts rank " + std::to_string(65535 - options.metrics_port + 1) +
+             " and later past the last TCP port (65535); choose a port of at most " +
+             std::to_string(65535 - options.ranks + 1));
+    return kLaunchError;
+  }
   if (options.metrics_port > 0)
     complain("metrics endpoints on 127.0.0.1:" + std::to_string(options.metrics_port) + "+rank; watch them with " +
              "tools/zwtop/zwtop -n " + std::to_string(options.ranks) + " --port " + std::to_string(options.metrics_port));

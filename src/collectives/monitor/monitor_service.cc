@@ -114,7 +114,14 @@ Status MonitorService::start_locked() {
 void MonitorService::open_endpoint() {
   const Knobs& k = knobs();
   if (k.metrics_port <= 0 || listen_fd_ >= 0) return;  // off, or open from an earlier start whose thread failed
-  const int port = static_cast<int>(k.metrics_port) + local_rank();
+  const int64_t port = k.metrics_port + local_rank();
+  if (port > 65535) {  // a uint16_t would wrap it onto another port (70000: 4464; 65536: any free one) unsaid
+    ZW_WARN(kColl,
+            "metrics endpoint not started: ZW_METRICS_PORT=%lld + local rank %d = %lld is past the last TCP port "
+            "(65535); choose a base port of at most %d",
+            static_cast<long long>(k.metrics_port), local_rank(), static_cast<long long>(port), 65535 - local_rank());
+    return;
+  }
   uint16_t bound = 0;
   auto fd = net::listen_tcp(net::HostPort{k.metrics_addr, static_cast<uint16_t>(port)}, 16, &bound);
   if (!fd.ok()) {

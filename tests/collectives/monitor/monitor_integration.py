@@ -17,6 +17,9 @@
                                       names the rank that never reached a collective
   zwtop     ZWRUN PROBE ZWTOP         zwtop runs in tmux against a live job; its screen shows the collective, each
                                       rank's row and the straggler mark
+  bad_port  ZWRUN PROBE               ZW_METRICS_PORT past the last TCP port with the local rank added: each rank
+                                      says so and serves nothing (it used to wrap onto another port), the job
+                                      runs; zwrun --metrics-port refuses such a port for its ranks
   zwtop_store PROBE ZWTOP STORE_TOOL [TORCHPY]
                                       a job launched as torchrun launches it (RANK, MASTER_ADDR/PORT,
                                       TORCHELASTIC_RUN_ID: rank 0 serves the store at MASTER_PORT+1, token derived
@@ -481,8 +484,29 @@ def torch_store(torchpy, zwtop_path, tmp, metrics):
         master.communicate(input="", timeout=30)
 
 
+def bad_port(zwrun, probe):
+    # At INFO, a started endpoint says "metrics endpoint: http://...".
+    job = start_job(zwrun, probe, 2, "shm", ["--ops", "20"],
+                    env={"ZW_METRICS_PORT": "70000", "ZW_DEBUG": "INFO", "ZW_DEBUG_SUBSYS": "COLL"})
+    out, _ = job.communicate(timeout=120)
+    if job.returncode != 0:
+        fail(f"job exited {job.returncode}:\n{out}")
+    for r in range(2):
+        want = f"ZW_METRICS_PORT=70000 + local rank {r} = {70000 + r} is past the last TCP port (65535)"
+        if want not in out:
+            fail(f"rank {r} did not say '{want}':\n{out}")
+    if "metrics endpoint: http" in out:
+        fail(f"an endpoint was started on a wrapped port:\n{out}")
+    r = subprocess.run([zwrun, "-n", "3", "--metrics-port", "65534", "--", probe, "--ops", "1"], capture_output=True,
+                       text=True, timeout=60)
+    if r.returncode == 0 or "choose a port of at most 65533" not in r.stderr:
+        fail(f"zwrun -n 3 --metrics-port 65534 exited {r.returncode}:\n{r.stdout}{r.stderr}")
+    print("bad_port: both ranks refused port 70000 + local rank and ran; zwrun refused 65534 for 3 ranks")
+    return 0
+
+
 if __name__ == "__main__":
     what, args = sys.argv[1], sys.argv[2:]
     sys.exit({"endpoint": endpoint, "dump": dump, "straggler": straggler, "flight": flight,
-              "flight_formats": flight_formats, "zwtop": zwtop,
+              "flight_formats": flight_formats, "zwtop": zwtop, "bad_port": bad_port,
               "zwtop_store": zwtop_store}[what](*args))
