@@ -1,10 +1,9 @@
 // The communicator's settings: CommConfig with every default taken from the knob table (resolve_settings), and
 // the defaults that depend on the world size, resolved when the communicator is made.
 #include <cmath>
-#include <cstdio>
-#include <string>
 
 #include "collectives/comm_impl.h"
+#include "common/clock.h"
 #include "common/knobs.h"
 
 namespace zw::internal {
@@ -47,13 +46,11 @@ Result<CommSettings> resolve_settings(const CommConfig& config) {
     return Status(Code::kInvalidArgument, "ZW_SLOTS=" + std::to_string(s.slots) + " is outside 1..64");
   // At most 1e9 s (~31 years): the timeout becomes int64 milliseconds, which 1e300 s or inf would overflow (every
   // wait then "timed out after 0 ms").
-  if (!(s.timeout_s > 0) || !(s.timeout_s <= kMaxTimeoutS)) {
-    char given[32];
-    std::snprintf(given, sizeof given, "%g", s.timeout_s);  // 1e+30, not std::to_string's 31 digits
-    return Status(Code::kInvalidArgument,
-                  std::string("the operation timeout (ZW_TIMEOUT or CommConfig::timeout_s) is ") + given +
-                      " s; give a positive number of seconds up to 1e9");
-  }
+  if (!(s.timeout_s > 0) || !(s.timeout_s <= kMaxTimeoutS))
+    return Status(Code::kInvalidArgument, "the operation timeout (ZW_TIMEOUT or CommConfig::timeout_s) is " +
+                                              seconds_text(s.timeout_s) +
+                                              " s; give a positive number of seconds "
+                                              "up to 1e9");
   int64_t eager = config.eager_bytes >= 0 ? config.eager_bytes : k.eager_bytes;
   // ZW_EAGER_BYTES=auto: tcp pays a clear-to-send round trip through both kernels (64K is also Open MPI's tcp
   // eager limit); shm keeps the 16K that bench/tune measured.

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <string>
 
 namespace zw {
 
@@ -14,6 +16,13 @@ using Clock = std::chrono::steady_clock;
 inline uint64_t now_ns() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+}
+
+// Seconds as messages print them: "2.5", "300", "1e+30" (printf's %g, not std::to_string's six decimals).
+inline std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
 }
 
 class Deadline {

@@ -2,7 +2,6 @@
 #include "collectives/rendezvous/rendezvous.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -190,9 +189,7 @@ Status Rendezvous::wait_for(int peer, const char* what, uint64_t tag, Predicate 
     idle_until = 0;
     if (peer == rank_ || !state_[peer].error.ok()) ZW_TRY(check_peer(peer));
     if (deadline_.expired()) {
-      char secs[32];
-      std::snprintf(secs, sizeof secs, "%g", timeout_s_);
-      const std::string waited = std::string("timed out after ") + secs + " s waiting for " + what + " (" +
+      const std::string waited = "timed out after " + seconds_text(timeout_s_) + " s waiting for " + what + " (" +
                                  tag_string(tag) + ") from " + describe(peer);
       // The neighbour this rank waits on is often only waiting itself: the ranks compare what they wait for.
       return blame_timeout(peer, waited);

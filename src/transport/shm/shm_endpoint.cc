@@ -31,12 +31,6 @@ std::string hex(uint64_t value) {
   return buf;
 }
 
-std::string seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", s);
-  return buf;
-}
-
 // Sleeps `*sleep_us` (capped by the deadline) and doubles it up to kMaxSleepUs.
 void back_off(int* sleep_us, Deadline deadline) {
   auto pause = std::min<std::chrono::nanoseconds>(std::chrono::microseconds(*sleep_us), deadline.remaining());
@@ -280,8 +274,8 @@ Status ShmEndpoint::wait_for_slot(MessageKind kind, uint64_t notify, std::span<c
       next_check = now + kLivenessCheckNs;
     }
     if (deadline.expired())
-      return fail(Status(Code::kTimeout, "timed out after " + seconds(timeout_s) + " s waiting for " + peer_desc() +
-                                             " to drain its shm ring (" + std::to_string(kRingSlots) +
+      return fail(Status(Code::kTimeout, "timed out after " + seconds_text(timeout_s) + " s waiting for " +
+                                             peer_desc() + " to drain its shm ring (" + std::to_string(kRingSlots) +
                                              " messages pending): is it stuck or not polling? (ZW_TIMEOUT)"));
     if (now - start < spin_ns) {
       std::this_thread::yield();

@@ -3,10 +3,10 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <thread>
 
+#include "common/clock.h"
 #include "common/knobs.h"
 #include "common/log.h"
 #include "transport/verbs/verbs_connection.h"
@@ -133,9 +133,7 @@ Status VerbsConnection::wait_for(bool (VerbsConnection::*ready)() const, const c
     if ((this->*ready)()) return Status();
     for (VerbsConnection* s : siblings_) (void)s->progress_and_check();
     if (deadline.expired()) {
-      char secs[32];
-      std::snprintf(secs, sizeof secs, "%g", timeout_s);
-      return fail(Status(Code::kTimeout, "timed out after " + std::string(secs) + " s waiting for " + what +
+      return fail(Status(Code::kTimeout, "timed out after " + seconds_text(timeout_s) + " s waiting for " + what +
                                              " on the connection to " + peer_desc() +
                                              ": is that rank stuck or not polling its endpoint? (ZW_TIMEOUT)"),
                   false);
